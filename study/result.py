@@ -1,0 +1,53 @@
+"""The record of one replication: per-step trajectory, CI records and the graph."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+TRAJECTORY_COLUMNS = ("t", "major", "other", "explored", "regret", "avg_regret", "rel_error")
+INTERVAL_COLUMNS = ("t", "item", "dim", "estimate", "se", "lower", "upper", "truth", "covered")
+
+
+@dataclass
+class ReplicationResult:
+    """One (setting, method, seed) run.
+
+    ``trajectory`` maps each name in ``TRAJECTORY_COLUMNS`` to a length-T array (t is 1-based);
+    ``intervals`` maps each name in ``INTERVAL_COLUMNS`` to equal-length arrays (one row per
+    grid time, item and dimension, from the first grid time the debiased CI is available);
+    ``edges`` is the (E, 2) comparison graph and ``graph_draws`` how many Erdos-Renyi draws it
+    took to get a connected one (0 when the edges were given).
+    """
+
+    setting: object
+    method: str
+    seed: int
+    trajectory: dict
+    intervals: dict
+    edges: np.ndarray
+    graph_draws: int
+    seconds: float
+    theta_final: np.ndarray = field(repr=False, default=None)
+    ci_available_from: int | None = None
+
+    def to_frame(self) -> dict:
+        """Tidy frames: ``{"trajectory": DataFrame, "intervals": DataFrame}``."""
+        trajectory = pd.DataFrame({name: self.trajectory[name] for name in TRAJECTORY_COLUMNS})
+        intervals = pd.DataFrame({name: self.intervals[name] for name in INTERVAL_COLUMNS})
+        return {"trajectory": trajectory, "intervals": intervals}
+
+    @property
+    def final_regret(self) -> float:
+        return float(self.trajectory["avg_regret"][-1])
+
+    @property
+    def final_error(self) -> float:
+        return float(self.trajectory["rel_error"][-1])
+
+
+def empty_intervals() -> dict:
+    ints = ("t", "item", "dim")
+    return {name: np.zeros(0, dtype=np.int64 if name in ints else (bool if name == "covered" else float))
+            for name in INTERVAL_COLUMNS}

@@ -1,0 +1,154 @@
+"""Simulation settings: the paper's Settings A and B (section "Numerical Studies") as frozen,
+validated objects.  Any field can be overridden with :meth:`Setting.replace`."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from . import _validate as check
+
+METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")
+TIE_BREAKS = ("nearest", "min_norm")
+TRUTHS = ("paired", "identity")
+
+
+def paired_truth(n_items: int, dim: int) -> np.ndarray:
+    """Setting A: theta*_{i,2i-1} = theta*_{i,2i} = 1 (1-based), all other entries 0."""
+    if dim < 2 * n_items:
+        raise ValueError(f"truth='paired' needs dim >= 2 * n_items, got dim={dim}, n_items={n_items}")
+    theta = np.zeros((n_items, dim))
+    for item in range(n_items):
+        theta[item, 2 * item: 2 * item + 2] = 1.0
+    return theta
+
+
+def identity_truth(n_items: int, dim: int) -> np.ndarray:
+    """Setting B: row i of theta* is the canonical basis vector e_i."""
+    if dim < n_items:
+        raise ValueError(f"truth='identity' needs dim >= n_items, got dim={dim}, n_items={n_items}")
+    return np.eye(n_items, dim)
+
+
+@dataclass(frozen=True, eq=False)
+class Setting:
+    """One simulation setting.  Field names follow the paper's symbols.
+
+    ``gamma`` is the stage-1 radius (label ``opt1``); ``c_lambda`` scales the stage-2 ridge
+    lambda_t = c_lambda * sqrt(t M log T / n) (label ``opt``).  The paper gives values for neither;
+    see the README for the choice and its sensitivity.  ``init_mean='item'`` draws theta_i(0) from
+    N(i, init_var) with i 1-based (Setting A); a number draws every entry from N(init_mean, init_var).
+    """
+
+    name: str
+    n_items: int
+    dim: int
+    T: int = 500
+    T0: int = 200
+    M: int = 20
+    p: float = 0.3
+    alpha: float = 0.25
+    context_mean: float = 1.0
+    context_var: float = 0.5
+    truth: object = "paired"
+    init_mean: object = 0.0
+    init_var: float = 5.0
+    gamma: float = 5.0
+    c_lambda: float = 0.1
+    tie_break: str = "nearest"
+    ci_every: int = 10
+    ci_level: float = 0.95
+    edges: object = None
+    max_graph_draws: int = 10_000
+
+    def __post_init__(self):
+        check.integer("n_items", self.n_items, low=2)
+        check.integer("dim", self.dim, low=1)
+        check.integer("T", self.T, low=1)
+        check.integer("T0", self.T0, low=0)
+        if self.T0 > self.T:
+            raise ValueError(f"T0 must lie in [0, T={self.T}], got T0={self.T0}")
+        check.integer("M", self.M, low=1)
+        check.real("p", self.p, low=0.0, high=1.0, low_open=True)
+        check.real("alpha", self.alpha, low=0.0, high=1.0, low_open=True, high_open=True)
+        check.real("context_mean", self.context_mean)
+        check.real("context_var", self.context_var, low=0.0)
+        check.real("init_var", self.init_var, low=0.0)
+        if not (isinstance(self.init_mean, str) and self.init_mean == "item"):
+            check.real("init_mean", self.init_mean)
+        check.real("gamma", self.gamma, low=0.0, low_open=True)
+        check.real("c_lambda", self.c_lambda, low=0.0)
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
+        check.integer("ci_every", self.ci_every, low=0)
+        check.real("ci_level", self.ci_level, low=0.0, high=1.0, low_open=True, high_open=True)
+        check.integer("max_graph_draws", self.max_graph_draws, low=1)
+        truth = self.theta_star  # validates shape and finiteness
+        if self.gamma < np.linalg.norm(truth - truth.mean(axis=0), axis=1).max():
+            raise ValueError(f"gamma={self.gamma} is smaller than the largest centred true item norm; "
+                             "the stage-1 constraint set must contain theta*")
+        if self.edges is not None:
+            from .graph import check_edges
+            check_edges(self.edges, self.n_items)
+
+    @property
+    def theta_star(self) -> np.ndarray:
+        """True attributes as given (not centred)."""
+        if isinstance(self.truth, str):
+            if self.truth == "paired":
+                return paired_truth(self.n_items, self.dim)
+            if self.truth == "identity":
+                return identity_truth(self.n_items, self.dim)
+            raise ValueError(f"truth must be one of {TRUTHS} or an (n_items, dim) array, got {self.truth!r}")
+        return check.finite_array("truth", self.truth, ndim=2, shape=(self.n_items, self.dim)).copy()
+
+    @property
+    def theta_star_centred(self) -> np.ndarray:
+        theta = self.theta_star
+        return theta - theta.mean(axis=0)
+
+    def replace(self, **overrides) -> "Setting":
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(f"unknown setting field(s) {sorted(unknown)}; allowed: "
+                             f"{[f.name for f in dataclasses.fields(self)]}")
+        return dataclasses.replace(self, **overrides)
+
+    def lambda_t(self, t: int) -> float:
+        """Stage-2 ridge weight lambda_t = c_lambda sqrt(t M log T / n) (Theorem "Exploitation stage rate")."""
+        return self.c_lambda * float(np.sqrt(t * self.M * np.log(max(self.T, 2)) / self.n_items))
+
+    def to_dict(self) -> dict:
+        """JSON-friendly record of every field (arrays as nested lists)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = np.asarray(value).tolist() if isinstance(value, (np.ndarray, list, tuple)) else value
+        return out
+
+
+SETTINGS = MappingProxyType({
+    "A": Setting(name="A", n_items=5, dim=10, M=20, p=0.3, truth="paired", init_mean="item"),
+    "B": Setting(name="B", n_items=10, dim=10, M=50, p=0.15, truth="identity", init_mean=0.0),
+})
+
+
+def resolve_setting(setting, **overrides) -> Setting:
+    """A setting name or object, with overrides applied (validated)."""
+    if isinstance(setting, Setting):
+        base = setting
+    elif isinstance(setting, str):
+        if setting not in SETTINGS:
+            raise ValueError(f"unknown setting {setting!r}; allowed: {sorted(SETTINGS)}")
+        base = SETTINGS[setting]
+    else:
+        raise ValueError(f"setting must be a name in {sorted(SETTINGS)} or a Setting, got {type(setting).__name__}")
+    return base.replace(**overrides) if overrides else base
+
+
+def check_method(method) -> str:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; allowed: {list(METHODS)}")
+    return method
