@@ -1,0 +1,283 @@
+"""Command-line front end of the study engine (``jobs/*.py`` are thin wrappers around this).
+
+    python jobs/regret.py   [common flags]        # or: python -m study.cli regret [flags]
+    python jobs/coverage.py [common flags]
+    python jobs/msweep.py   [common flags] [--m-values 1 10 20]
+    python jobs/paper.py    [common flags]        # all three studies, then figures and summary
+    python jobs/figures.py  [--out DIR]           # redraw figures and summary from the Parquet
+
+Every flag is validated (settings resolved through ``Setting.replace``) before Ray is imported,
+so bad input fails in well under a second with exit status 2 and a one-line message.
+Exit status: 0 all replications stored, 1 some replication failed (or the run was interrupted,
+or Ray could not be reached), 2 bad usage or stored results of a different configuration.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+import time
+from pathlib import Path
+
+from .settings import METHODS, SETTINGS
+
+DEFAULT_OUT = "outputs"
+QUICK_REPS = 4
+
+_EPILOG = """\
+Where it runs:
+  (no --address)            embedded local Ray on this machine (all CPUs unless --num-cpus)
+  --address auto            join a cluster started with `ray start --head` on this machine/network
+  --address ray://HOST:PORT Ray Client connection to a remote cluster
+  inside `ray job submit`   the job's cluster (RAY_ADDRESS is set by Ray); --out must be absolute
+Rerunning the same command resumes: only replications missing from --out are computed.
+Set RAY_AUTH_MODE consistently (e.g. RAY_AUTH_MODE=disabled) for `ray start` and this command.
+"""
+
+
+def _parse_value(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _set_pair(text: str):
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, _parse_value(value.strip())
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value < 2 ** 63:
+        raise argparse.ArgumentTypeError(f"seed must lie in [0, 2**63), got {value}")
+    return value
+
+
+def build_parser(study: str) -> argparse.ArgumentParser:
+    """The parser of one study (``regret``, ``coverage``, ``msweep``) or ``paper``."""
+    from .engine import DEFAULT_SEED, STUDIES
+
+    if study == "paper":
+        description = ("Run the paper's whole Monte Carlo study -- regret, coverage and M-sweep -- then "
+                       "draw every figure and write the summary table.")
+        default_reps = "each study's paper default (regret 200, coverage 500, msweep 200)"
+        default_methods = "all five for regret and msweep; coverage always uses RB"
+    else:
+        spec = STUDIES[study]
+        description = spec.description
+        default_reps = str(spec.reps)
+        default_methods = " ".join(spec.methods)
+    prog = f"jobs/{study}.py"
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="+", metavar="NAME", choices=sorted(SETTINGS),
+                        help=f"settings to run (default: A B; choices: {' '.join(sorted(SETTINGS))})")
+    parser.add_argument("--methods", nargs="+", metavar="METHOD", choices=list(METHODS),
+                        help=f"methods to run (default: {default_methods}; choices: {' '.join(METHODS)})")
+    parser.add_argument("--reps", type=_positive_int, metavar="N",
+                        help=f"replications per setting x method (x M) (default: {default_reps})")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke run: {QUICK_REPS} replications (same seeds as the first "
+                             f"{QUICK_REPS} of a full run, so a later full run reuses them)")
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                        help="output directory (default: outputs/); must be an absolute path shared "
+                             "with the driver when running as a submitted Ray job")
+    parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED, metavar="S",
+                        help=f"root seed; replication r of setting X gets a seed derived from (S, study, "
+                             f"X, r) (default: {DEFAULT_SEED})")
+    parser.add_argument("--set", dest="overrides", action="append", type=_set_pair, default=[],
+                        metavar="KEY=VALUE",
+                        help="override a Setting field for every setting, e.g. --set T=60 --set T0=20 "
+                             "(repeatable; fields: T, T0, M, p, alpha, gamma, c_lambda, tie_break, "
+                             "ci_every, init_var, ...)")
+    if study in ("msweep", "paper"):
+        parser.add_argument("--m-values", nargs="+", type=_positive_int, metavar="M",
+                            help="M-sweep grid for every setting (default: A: 1 10 20 30, B: 20 50 80)")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="Ray cluster to join: 'auto', 'HOST:PORT' or 'ray://HOST:PORT' "
+                             "(default: RAY_ADDRESS if set, else an embedded local Ray)")
+    parser.add_argument("--num-cpus", type=_positive_int, metavar="K",
+                        help="CPUs of the embedded local Ray (default: all)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="discard this study's stored results in --out before running "
+                             "(otherwise a rerun resumes, computing only missing replications)")
+    parser.add_argument("--batch-size", type=_positive_int, metavar="B",
+                        help="replications per Ray task (default: automatic; never changes results)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    if study == "paper":
+        parser.add_argument("--studies", nargs="+", choices=list(STUDIES), default=list(STUDIES),
+                            help="which studies to run (default: all three)")
+    return parser
+
+
+def _check_out(parser, args):
+    out = Path(args.out).expanduser()
+    in_job = bool(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"))
+    if in_job and not out.is_absolute():
+        parser.error(f"--out {args.out!r} is relative; inside `ray job submit` the working directory is a "
+                     "temporary copy, so give an absolute path on the driver's (head node's) filesystem")
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {args.out!r} exists and is not a directory")
+    if args.address is not None:
+        addr = str(args.address)
+        if not addr or (addr not in ("auto", "local") and not addr.startswith("ray://") and ":" not in addr):
+            parser.error(f"--address must be 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {addr!r}")
+
+
+def make_plans(parser, args, studies):
+    """Validate everything and build one Plan per study; errors exit with status 2."""
+    from .engine import make_plan
+
+    overrides = {}
+    for key, value in args.overrides:
+        if key in overrides:
+            parser.error(f"--set {key} given twice")
+        overrides[key] = value
+    reps = QUICK_REPS if args.quick else args.reps
+    if args.quick and args.reps is not None:
+        parser.error("--quick and --reps are mutually exclusive")
+    plans = []
+    for study in studies:
+        kwargs = {"settings": args.settings, "reps": reps, "seed": args.seed, "overrides": overrides}
+        if study == "coverage" and getattr(args, "studies", None) is not None:
+            kwargs["methods"] = None  # paper: coverage is an RB study
+        else:
+            kwargs["methods"] = args.methods
+        if study == "msweep":
+            kwargs["m_values"] = getattr(args, "m_values", None)
+            kwargs["overrides"] = {k: v for k, v in overrides.items() if k != "M"} \
+                if getattr(args, "studies", None) is not None else overrides
+        try:
+            plans.append(make_plan(study, **kwargs))
+        except ValueError as exc:
+            parser.error(str(exc))
+    _check_out(parser, args)
+    if not args.fresh:
+        from .engine import ConfigMismatch, check_stored
+        for plan in plans:
+            try:
+                check_stored(plan, args.out)
+            except ConfigMismatch as exc:
+                parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    return plans
+
+
+def _run_plans(plans, args, replicate=None) -> int:
+    from .engine import ConfigMismatch, run_study
+
+    status = 0
+    for plan in plans:
+        try:
+            report = run_study(plan, args.out, address=args.address, num_cpus=args.num_cpus,
+                               fresh=args.fresh, replicate=replicate, batch_size=args.batch_size,
+                               progress=not args.no_progress)
+        except ConfigMismatch as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except ConnectionError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(report.summary(), file=sys.stderr, flush=True)
+        if not report.ok:
+            status = 1
+    return status
+
+
+def main(study: str, argv=None, *, replicate=None) -> int:
+    """Run one study from command-line arguments; returns the exit status."""
+    parser = build_parser(study)
+    args = parser.parse_args(argv)
+    plans = make_plans(parser, args, [study])
+    return _run_plans(plans, args, replicate)
+
+
+def main_paper(argv=None, *, replicate=None) -> int:
+    """Every study, then the figures and the summary table, on one Ray connection."""
+    parser = build_parser("paper")
+    args = parser.parse_args(argv)
+    plans = make_plans(parser, args, args.studies)
+    from .engine import connect
+
+    start = time.perf_counter()
+    try:
+        conn = connect(args.address, args.num_cpus, log=lambda m: print(m, file=sys.stderr))
+    except ConnectionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        status = _run_plans(plans, args, replicate)
+    finally:
+        if conn.started_here:
+            import ray
+            ray.shutdown()
+    if status == 2:
+        return status
+    status = max(status, _draw(args.out))
+    print(f"[paper] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",
+          file=sys.stderr)
+    return status
+
+
+def _draw(out) -> int:
+    from .figures import draw_all
+    from .summary import write_summary
+
+    written = draw_all(out)
+    paths = write_summary(out)
+    for path in written + list(paths):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def build_figures_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jobs/figures.py",
+        description="Redraw every figure (DIR/figures/*.pdf, *.png) and the summary table "
+                    "(DIR/summary.md, DIR/summary.csv) from the stored Parquet results alone.")
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                        help="directory holding the studies' results (default: outputs/)")
+    return parser
+
+
+def main_figures(argv=None) -> int:
+    parser = build_figures_parser()
+    args = parser.parse_args(argv)
+    if not Path(args.out).is_dir():
+        parser.error(f"--out {args.out!r} is not a directory")
+    return _draw(args.out)
+
+
+def entry(argv=None) -> int:
+    """``python -m study.cli {regret,coverage,msweep,paper,figures} [flags]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"regret": lambda a: main("regret", a), "coverage": lambda a: main("coverage", a),
+                "msweep": lambda a: main("msweep", a), "paper": main_paper, "figures": main_figures}
+    if not argv or argv[0] not in commands:
+        print(f"usage: python -m study.cli {{{','.join(commands)}}} [flags]  (--help after the command)",
+              file=sys.stderr)
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(entry())

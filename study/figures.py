@@ -1,0 +1,255 @@
+"""The paper's figures, drawn from the stored Parquet results alone (PDF and PNG under DIR/figures/).
+
+* ``regret_<S>``: Setting S, log R(t) and log relative error vs t, all methods, mean over
+  replications with +/- 2 Monte Carlo SE bands (paper Figure 1, one row per setting).
+* ``coverage_<S>``: one panel per item; black dots = mean CP across dimensions, grey = min and
+  max across dimensions, dashed = nominal level, shaded = Wilson 95% band for the number of
+  replications (paper Figures 2-3).
+* ``reg_setting_<S>_T0_<T0>_T_<T>_M_<M>`` / ``err_setting_...``: the M-sweep panels, named as in
+  the paper's appendix; ``msweep_<S>``: final R(T) and error against M.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from . import engine
+from .settings import METHODS
+
+METHOD_STYLE = {
+    "RB": {"color": "#d62728", "lw": 2.2, "zorder": 5, "label": "RB (proposed)"},
+    "ERA": {"color": "#1f77b4", "lw": 1.5, "zorder": 4, "label": "ERA"},
+    "ETA": {"color": "#2ca02c", "lw": 1.5, "zorder": 3, "label": "ETA"},
+    "BT-UCB1": {"color": "#ff7f0e", "lw": 1.5, "zorder": 3, "ls": "--", "label": "BT-UCB1"},
+    "BT-UCB2": {"color": "#9467bd", "lw": 1.5, "zorder": 3, "ls": "--", "label": "BT-UCB2"},
+}
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.grid": True,
+                         "grid.alpha": 0.3, "savefig.bbox": "tight", "figure.dpi": 110})
+    return plt
+
+
+def _save(fig, directory: Path, stem: str) -> list:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext, kw in (("pdf", {}), ("png", {"dpi": 150})):
+        path = directory / f"{stem}.{ext}"
+        tmp = directory / f"_tmp-{os.getpid()}-{stem}.{ext}"
+        fig.savefig(tmp, format=ext, **kw)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def trajectory_stats(out, study) -> "pd.DataFrame":
+    """Mean, SD and count over replications of R(t) and the relative error, per (setting,
+    method, M, T0, T, t)."""
+    df = engine.load(out, study, columns=["T0", "T", "avg_regret", "rel_error"])
+    if df.empty:
+        return df
+    g = df.groupby(["setting", "method", "M", "T0", "T", "t"], sort=True, observed=True)
+    stats = g.agg(reg_mean=("avg_regret", "mean"), reg_sd=("avg_regret", "std"),
+                  err_mean=("rel_error", "mean"), err_sd=("rel_error", "std"),
+                  n=("avg_regret", "size")).reset_index()
+    for col in ("reg", "err"):
+        stats[f"{col}_se"] = stats[f"{col}_sd"].fillna(0.0) / np.sqrt(stats["n"])
+    return stats
+
+
+def _methods_in(frame):
+    present = list(dict.fromkeys(frame["method"]))
+    return [m for m in METHODS if m in present] + [m for m in present if m not in METHODS]
+
+
+def _curve_panel(ax, frame, metric, ylabel, T0=None):
+    for method in _methods_in(frame):
+        sub = frame[frame["method"] == method].sort_values("t")
+        t = sub["t"].to_numpy()
+        mean = sub[f"{metric}_mean"].to_numpy()
+        se = sub[f"{metric}_se"].to_numpy()
+        style = dict(METHOD_STYLE.get(method, {"label": method}))
+        label = style.pop("label")
+        positive = mean > 0
+        ax.plot(t[positive], mean[positive], label=label, **style)
+        floor = np.nanmin(mean[positive]) / 10 if positive.any() else 1e-12
+        lo = np.clip(mean - 2 * se, floor, None)
+        ax.fill_between(t, lo, mean + 2 * se, color=style.get("color"), alpha=0.15, lw=0)
+    ax.set_yscale("log")
+    ax.set_xlabel("t")
+    ax.set_ylabel(ylabel)
+    if T0:
+        ax.axvline(T0, color="0.4", ls=":", lw=1)
+        ax.annotate(f"$T_0$={T0}", xy=(T0, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                    textcoords="offset points", fontsize=8, color="0.3")
+
+
+def regret_figures(out, study="regret", directory=None) -> list:
+    """One figure per setting: log R(t) and log relative error vs t."""
+    plt = _plt()
+    stats = trajectory_stats(out, study)
+    directory = Path(directory or Path(out) / "figures")
+    paths = []
+    if stats.empty:
+        return paths
+    for (setting, M, T0, T), frame in stats.groupby(["setting", "M", "T0", "T"], sort=True):
+        n = int(frame["n"].max())
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        _curve_panel(axes[0], frame, "reg", "average regret R(t) (log scale)", T0)
+        _curve_panel(axes[1], frame, "err", "relative error (log scale)", T0)
+        axes[0].set_title(f"Setting {setting}: regret")
+        axes[1].set_title(f"Setting {setting}: " + r"$\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$")
+        axes[0].legend(loc="best", fontsize=8, framealpha=0.9)
+        fig.suptitle(f"Setting {setting} (M={M}, T0={T0}, T={T}); mean over {n} replications, "
+                     f"bands = $\\pm$2 MC SE", fontsize=10)
+        fig.tight_layout()
+        suffix = "" if study == "regret" else f"_{study}"
+        paths += _save(fig, directory, f"regret_{setting}{suffix}")
+        plt.close(fig)
+    return paths
+
+
+def msweep_figures(out, study="msweep", directory=None) -> list:
+    """The appendix panels, one file per (setting, M) and metric, plus a final-value summary."""
+    plt = _plt()
+    stats = trajectory_stats(out, study)
+    directory = Path(directory or Path(out) / "figures")
+    paths = []
+    if stats.empty:
+        return paths
+    for (setting, M, T0, T), frame in stats.groupby(["setting", "M", "T0", "T"], sort=True):
+        n = int(frame["n"].max())
+        for metric, prefix, ylabel in (("reg", "reg", "average regret R(t) (log scale)"),
+                                       ("err", "err", "relative estimation error (log scale)")):
+            fig, ax = plt.subplots(figsize=(5.2, 3.8))
+            _curve_panel(ax, frame, metric, ylabel, T0)
+            ax.set_title(f"Setting {setting}, M={M} ({n} reps)")
+            ax.legend(loc="best", fontsize=8, framealpha=0.9)
+            fig.tight_layout()
+            paths += _save(fig, directory, f"{prefix}_setting_{setting}_T0_{T0}_T_{T}_M_{M}")
+            plt.close(fig)
+    final = stats[stats["t"] == stats["T"]]
+    for setting, frame in final.groupby("setting", sort=True):
+        if frame["M"].nunique() < 2:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        for ax, metric, ylabel in ((axes[0], "reg", "final R(T)"), (axes[1], "err", "final relative error")):
+            methods = _methods_in(frame)
+            for k, method in enumerate(methods):
+                sub = frame[frame["method"] == method].sort_values("M")
+                style = dict(METHOD_STYLE.get(method, {"label": method}))
+                label = style.pop("label")
+                style.pop("zorder", None)
+                dodge = 1.0 + 0.03 * (k - (len(methods) - 1) / 2)  # side by side, not on top
+                ax.errorbar(sub["M"] * dodge, sub[f"{metric}_mean"], yerr=2 * sub[f"{metric}_se"], marker="o",
+                            ms=4, capsize=3, label=label, **style)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xticks(sorted(frame["M"].unique()))
+            ax.set_xticklabels([str(m) for m in sorted(frame["M"].unique())])
+            from matplotlib.ticker import NullLocator
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlabel("M (comparisons per step)")
+            ax.set_ylabel(ylabel + " (log)")
+        axes[0].legend(fontsize=8)
+        fig.suptitle(f"Setting {setting}: value at t=T against M (mean $\\pm$2 MC SE)", fontsize=10)
+        fig.tight_layout()
+        paths += _save(fig, directory, f"msweep_{setting}")
+        plt.close(fig)
+    return paths
+
+
+def wilson_band(p: float, n: int, z: float = 1.959963984540054):
+    """Wilson score interval for a proportion ``p`` observed in ``n`` trials."""
+    if n <= 0:
+        return (np.nan, np.nan)
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+def coverage_stats(out, study="coverage", min_fraction=0.9):
+    """Per (setting, method, M, t, item, dim): empirical coverage over replications, and the
+    number of replications with a CI at t.  Grid times where fewer than ``min_fraction`` of the
+    replications have a CI are dropped (the CI exists once the information matrix is invertible)."""
+    df = engine.load(out, study, "intervals", columns=["covered"])
+    if df.empty:
+        return df, {}
+    reps = df.groupby(["setting", "method", "M"], observed=True)["rep"].nunique().to_dict()
+    cell = df.groupby(["setting", "method", "M", "t", "item", "dim"], observed=True)["covered"] \
+        .agg(cp="mean", n="size").reset_index()
+    total = np.array([reps[k] for k in zip(cell["setting"], cell["method"], cell["M"])])
+    keep = cell["n"].to_numpy() >= min_fraction * total
+    return cell[keep].reset_index(drop=True), reps
+
+
+def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
+    plt = _plt()
+    cell, reps = coverage_stats(out, study)
+    directory = Path(directory or Path(out) / "figures")
+    paths = []
+    if cell.empty:
+        return paths
+    for (setting, method, M), frame in cell.groupby(["setting", "method", "M"], sort=True):
+        n_reps = reps[(setting, method, M)]
+        items = sorted(frame["item"].unique())
+        n_items = int(max(items)) + 1
+        ncols = min(5, n_items)
+        nrows = int(np.ceil(n_items / ncols))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols + 0.6, 2.5 * nrows + 0.6),
+                                 sharex=True, sharey=True, squeeze=False)
+        per = frame.groupby(["item", "t"])["cp"].agg(["mean", "min", "max"]).reset_index()
+        lo_w, hi_w = wilson_band(level, n_reps)
+        ymin = min(0.5, float(per["min"].min()) - 0.02)
+        for item in range(nrows * ncols):
+            ax = axes[item // ncols][item % ncols]
+            if item >= n_items:
+                ax.set_visible(False)
+                continue
+            sub = per[per["item"] == item]
+            ax.axhspan(lo_w, hi_w, color="#9ecae1", alpha=0.45, lw=0, zorder=0)
+            ax.axhline(level, color="k", ls="--", lw=1, zorder=1)
+            ax.scatter(sub["t"], sub["min"], s=9, color="0.6", zorder=2)
+            ax.scatter(sub["t"], sub["max"], s=9, color="0.6", zorder=2)
+            ax.scatter(sub["t"], sub["mean"], s=12, color="k", zorder=3)
+            ax.set_title(f"Item {item + 1}")
+            ax.set_ylim(ymin, 1.01)
+            if item % ncols == 0:
+                ax.set_ylabel("coverage probability")
+            if item // ncols == nrows - 1:
+                ax.set_xlabel("t")
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+        handles = [Line2D([], [], marker="o", ls="", color="k", ms=4, label="mean CP across dims"),
+                   Line2D([], [], marker="o", ls="", color="0.6", ms=4, label="min / max across dims"),
+                   Line2D([], [], ls="--", color="k", label=f"nominal {level:g}"),
+                   Patch(color="#9ecae1", alpha=0.6, label=f"Wilson 95% band, n={n_reps}")]
+        fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, -0.01))
+        fig.suptitle(f"Coverage of the {level:.0%} debiased CIs, Setting {setting}, {method}, M={M} "
+                     f"({n_reps} replications)", fontsize=10)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        stem = f"coverage_{setting}" + ("" if method == "RB" else f"_{method}")
+        paths += _save(fig, directory, stem)
+        plt.close(fig)
+    return paths
+
+
+def draw_all(out) -> list:
+    """Every figure whose study is stored under ``out``."""
+    out = Path(out)
+    paths = []
+    if engine._parts(engine.dataset_dirs(out, "regret")["trajectory"]):
+        paths += regret_figures(out, "regret")
+    if engine._parts(engine.dataset_dirs(out, "coverage")["intervals"]):
+        paths += coverage_figures(out, "coverage")
+    if engine._parts(engine.dataset_dirs(out, "msweep")["trajectory"]):
+        paths += msweep_figures(out, "msweep")
+    return paths

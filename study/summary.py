@@ -1,0 +1,111 @@
+"""The summary table (DIR/summary.csv and DIR/summary.md), from the stored Parquet alone.
+
+One row per study, setting, method and M: the number of replications, the final average regret
+R(T), the final relative error, and (where intervals were recorded) the coverage at t = T, each
+as a mean over replications with its Monte Carlo standard error.  The coverage of a replication is
+the fraction of its n x d intervals at t = T that cover the truth; CP is the mean of that fraction
+and its SE the replication-to-replication SD / sqrt(reps) (which accounts for the dependence
+between the intervals of one replication).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.dataset as ds
+
+from . import engine
+from .settings import METHODS
+
+KEYS = ["study", "setting", "method", "M"]
+COLUMNS = KEYS + ["T0", "T", "reps", "final_regret", "final_regret_se", "final_rel_error",
+                  "final_rel_error_se", "cp", "cp_se", "cp_reps"]
+
+
+def _se(x):
+    x = np.asarray(x, dtype=float)
+    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def study_summary(out, study) -> pd.DataFrame:
+    dirs = engine.dataset_dirs(out, study)
+    if not engine._parts(dirs["trajectory"]):
+        return pd.DataFrame(columns=COLUMNS)
+    final = engine.load(out, study, columns=["T0", "T", "avg_regret", "rel_error"],
+                        filter=ds.field("t") == ds.field("T"))
+    g = final.groupby(["setting", "method", "M", "T0", "T"], observed=True)
+    table = g.agg(reps=("rep", "nunique"), final_regret=("avg_regret", "mean"),
+                  final_regret_se=("avg_regret", _se), final_rel_error=("rel_error", "mean"),
+                  final_rel_error_se=("rel_error", _se)).reset_index()
+    table["cp"] = np.nan
+    table["cp_se"] = np.nan
+    table["cp_reps"] = 0
+    if engine._parts(dirs["intervals"]):
+        T_of = {(r.setting, r.method, r.M): r.T for r in table.itertuples()}
+        ints = engine.load(out, study, "intervals", columns=["covered"])
+        if len(ints):
+            T_row = np.array([T_of.get(k, -1) for k in zip(ints["setting"], ints["method"], ints["M"])])
+            at_T = ints[ints["t"].to_numpy() == T_row]
+            per_rep = at_T.groupby(["setting", "method", "M", "rep"], observed=True)["covered"].mean()
+            cp = per_rep.groupby(["setting", "method", "M"], observed=True).agg(["mean", _se, "size"])
+            for (setting, method, M), row in cp.iterrows():
+                mask = (table["setting"] == setting) & (table["method"] == method) & (table["M"] == M)
+                table.loc[mask, ["cp", "cp_se", "cp_reps"]] = [row["mean"], row["_se"], int(row["size"])]
+    table.insert(0, "study", study)
+    order = {m: i for i, m in enumerate(METHODS)}
+    table["_o"] = table["method"].map(lambda m: order.get(m, len(order)))
+    table = table.sort_values(["setting", "M", "_o"]).drop(columns="_o").reset_index(drop=True)
+    return table[COLUMNS]
+
+
+def summary_table(out) -> pd.DataFrame:
+    frames = [study_summary(out, s) for s in engine.STUDY_NAMES]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+
+
+def _pm(mean, se, digits=4):
+    if mean is None or (isinstance(mean, float) and np.isnan(mean)):
+        return "--"
+    if se is None or np.isnan(se):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    lines = ["# Summary of the stored results", "",
+             "Mean over replications ± Monte Carlo standard error, at t = T. "
+             "R(T) = average regret; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
+             "CP = fraction of the n·d 95% intervals covering the truth at t = T.", ""]
+    titles = {"regret": "Regret study (paper Figure 1)", "coverage": "Coverage study (paper Figures 2–3)",
+              "msweep": "M-sweep (paper appendix)"}
+    for study in engine.STUDY_NAMES:
+        sub = table[table["study"] == study]
+        if sub.empty:
+            continue
+        with_cp = sub["cp"].notna().any()
+        lines += [f"## {titles[study]}", ""]
+        header = ["setting", "method", "M", "T0", "T", "reps", "R(T)", "rel. error"] + (["CP"] if with_cp else [])
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for r in sub.itertuples():
+            cells = [r.setting, r.method, str(r.M), str(r.T0), str(r.T), str(r.reps),
+                     _pm(r.final_regret, r.final_regret_se), _pm(r.final_rel_error, r.final_rel_error_se)]
+            if with_cp:
+                cells.append(_pm(r.cp, r.cp_se, 3))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_summary(out):
+    """Write DIR/summary.csv and DIR/summary.md; returns their paths."""
+    out = Path(out)
+    table = summary_table(out)
+    csv_path, md_path = out / "summary.csv", out / "summary.md"
+    for path, text in ((csv_path, table.to_csv(index=False)), (md_path, to_markdown(table))):
+        tmp = path.with_name(f"_tmp-{os.getpid()}-{path.name}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return csv_path, md_path
