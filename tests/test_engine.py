@@ -1,0 +1,255 @@
+"""The Ray study engine: seeds, plans, end-to-end runs, resume, failures, a two-node cluster,
+figures and the summary.  Most tests use a cheap stand-in replication (tests/test_engine_support.py)
+so that they exercise the engine, not the bandit core; one runs the real core at a tiny size."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study import cli, engine
+from test_engine_support import FailingReplicate, fake_replicate
+
+TINY = ["--set", "T=30", "--set", "T0=10", "--no-progress"]
+TESTS_DIR = str(Path(__file__).resolve().parent)
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeds and plans (no Ray)
+# ---------------------------------------------------------------------------------------------
+
+def test_replication_seed_is_stable_and_keyed():
+    s = engine.replication_seed(20250101, "regret", "A", 0)
+    assert s == engine.replication_seed(20250101, "regret", "A", 0)
+    assert isinstance(s, int) and 0 <= s < 2 ** 63
+    others = {engine.replication_seed(20250101, "regret", "A", 1),
+              engine.replication_seed(20250101, "regret", "B", 0),
+              engine.replication_seed(20250101, "coverage", "A", 0),
+              engine.replication_seed(20250102, "regret", "A", 0)}
+    assert s not in others and len(others) == 4
+    # sha256-based, so it is the same in every process and Python version
+    assert engine.stable_int("A") == int.from_bytes(__import__("hashlib").sha256(b"A").digest()[:4], "big")
+
+
+def test_plan_cells_and_msweep_keys():
+    plan = engine.make_plan("msweep", reps=3)
+    Ms = {(c.setting, c.M) for c in plan.cells}
+    assert Ms == {("A", 1), ("A", 10), ("A", 20), ("A", 30), ("B", 20), ("B", 50), ("B", 80)}
+    assert len(plan.cells) == 7 * 5 and plan.n_replications == 7 * 5 * 3
+    cov = engine.make_plan("coverage")
+    assert [c.method for c in cov.cells] == ["RB", "RB"] and cov.reps == 500
+    assert all(dict(c.overrides)["ci_every"] == 10 for c in cov.cells)
+    reg = engine.make_plan("regret", overrides={"T": 60, "T0": 20})
+    assert all(c.resolve().T == 60 for c in reg.cells)
+    # reps do not enter the fingerprint (more reps only add keys); overrides do
+    assert engine.make_plan("regret", reps=3).fingerprint() == engine.make_plan("regret", reps=9).fingerprint()
+    assert reg.fingerprint() != engine.make_plan("regret").fingerprint()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"settings": ["C"]}, "unknown setting"),
+    ({"methods": ["UCB"]}, "unknown method"),
+    ({"reps": 0}, "reps must be a positive integer"),
+    ({"overrides": {"T0": 900}}, "T0 must lie in"),
+    ({"overrides": {"bogus": 1}}, "unknown setting field"),
+    ({"seed": -1}, "seed must be"),
+])
+def test_plan_rejects_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        engine.make_plan("regret", **kwargs)
+
+
+def test_msweep_rejects_M_override():
+    with pytest.raises(ValueError, match="m-values"):
+        engine.make_plan("msweep", overrides={"M": 5})
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end on the session Ray
+# ---------------------------------------------------------------------------------------------
+
+def test_end_to_end_tiny_study(ray_session, tmp_path):
+    rc = cli.main("regret", ["--out", str(tmp_path), "--reps", "3", *TINY], replicate=fake_replicate)
+    assert rc == 0
+    df = engine.load(tmp_path, "regret")
+    assert len(df) == 2 * 5 * 3 * 30
+    assert list(df.columns) == engine.TRAJECTORY_SCHEMA.names
+    assert df["M"].dtype == np.int32 and df["seed"].dtype == np.int64 and df["explored"].dtype == bool
+    assert not isinstance(df["setting"].dtype, pd.CategoricalDtype)
+    # the whole table loads with plain pandas, too
+    raw = pd.read_parquet(tmp_path / "regret")
+    assert len(raw) == len(df) and set(raw["method"]) == set(engine.METHODS)
+    # common random numbers: every method of replication r has the same seed
+    seeds = df.groupby(["setting", "rep"])["seed"].nunique()
+    assert (seeds == 1).all()
+    assert df.loc[df.rep == 1, "seed"].iloc[0] == engine.replication_seed(engine.DEFAULT_SEED, "regret",
+                                                                          df.loc[df.rep == 1, "setting"].iloc[0], 1)
+    manifest = engine.read_manifest(tmp_path, "regret")
+    assert manifest["status"] == "complete" and manifest["root_seed"] == engine.DEFAULT_SEED
+    assert manifest["overrides"] == {"T": 30, "T0": 10}
+    assert manifest["runs"][-1]["computed"] == 30 and manifest["runs"][-1]["ray_resources"]["CPU"] >= 1
+    # a rerun computes nothing
+    rc = cli.main("regret", ["--out", str(tmp_path), "--reps", "3", *TINY], replicate=fake_replicate)
+    assert rc == 0 and engine.read_manifest(tmp_path, "regret")["runs"][-1]["computed"] == 0
+    assert not list((tmp_path / "regret").glob("_tmp-*"))
+
+
+def test_resume_after_interruption_gives_identical_table(ray_session, tmp_path):
+    plan = engine.make_plan("coverage", reps=6, overrides={"T": 30, "T0": 10, "ci_every": 5})
+    full = engine.run_study(plan, tmp_path / "full", replicate=fake_replicate, batch_size=4,
+                            progress=False)
+    assert full.ok and full.computed == 12
+    # interrupted after two one-replication batches, then resumed with another batch size
+    part = engine.run_study(plan, tmp_path / "resumed", replicate=fake_replicate, batch_size=1,
+                            flush_seconds=0, stop_after_batches=2, progress=False,
+                            max_in_flight=2)
+    assert part.interrupted and 2 <= part.computed < 12
+    assert engine.read_manifest(tmp_path / "resumed", "coverage")["status"] == "incomplete"
+    rest = engine.run_study(plan, tmp_path / "resumed", replicate=fake_replicate, batch_size=3,
+                            progress=False)
+    assert rest.ok and rest.stored_before == part.computed and rest.computed == 12 - part.computed
+    for what in ("trajectory", "intervals"):
+        a, b = engine.load(tmp_path / "full", "coverage", what), engine.load(tmp_path / "resumed", "coverage", what)
+        assert len(a) > 0
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_different_configuration_is_refused(ray_session, tmp_path):
+    args = ["--out", str(tmp_path), "--reps", "2", "--settings", "A", "--methods", "RB", *TINY]
+    assert cli.main("regret", args, replicate=fake_replicate) == 0
+    with pytest.raises(SystemExit) as exc:
+        cli.main("regret", args + ["--set", "p=0.5"], replicate=fake_replicate)
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        cli.main("regret", args + ["--seed", "7"], replicate=fake_replicate)
+    # --fresh discards and recomputes
+    assert cli.main("regret", args + ["--seed", "7", "--fresh"], replicate=fake_replicate) == 0
+    assert engine.read_manifest(tmp_path, "regret")["root_seed"] == 7
+    # more replications of the same configuration extend the table
+    assert cli.main("regret", args[:2] + ["--reps", "4"] + args[4:] + ["--seed", "7"],
+                    replicate=fake_replicate) == 0
+    assert engine.load(tmp_path, "regret")["rep"].nunique() == 4
+
+
+def test_failing_replication_is_recorded_and_retried(ray_session, tmp_path, capsys):
+    bad_seed = engine.replication_seed(engine.DEFAULT_SEED, "regret", "A", 1)
+    args = ["--out", str(tmp_path), "--reps", "3", "--methods", "RB", "ETA", *TINY]
+    rc = cli.main("regret", args, replicate=FailingReplicate([bad_seed]))
+    assert rc == 1
+    assert "2 failed" in capsys.readouterr().err
+    fails = engine.load(tmp_path, "regret", "failures")
+    assert len(fails) == 2  # both methods of replication 1 of setting A share the seed
+    assert set(fails["rep"]) == {1} and set(fails["setting"]) == {"A"}
+    assert (fails["seed"] == bad_seed).all() and fails["error"].str.contains("injected failure").all()
+    assert fails["traceback"].str.contains("RuntimeError").all()
+    df = engine.load(tmp_path, "regret")
+    assert df.groupby(["setting", "method", "rep"]).ngroups == 2 * 2 * 3 - 2  # the rest finished
+    assert engine.read_manifest(tmp_path, "regret")["status"] == "incomplete"
+    # the next run retries only the failed ones
+    assert cli.main("regret", args, replicate=fake_replicate) == 0
+    assert engine.read_manifest(tmp_path, "regret")["runs"][-1]["computed"] == 2
+    assert engine.load(tmp_path, "regret", "failures").empty
+    assert engine.load(tmp_path, "regret").groupby(["setting", "method", "rep"]).ngroups == 12
+
+
+def test_figures_and_summary_from_tiny_run(ray_session, tmp_path):
+    common = ["--out", str(tmp_path), "--reps", "3", "--no-progress", "--set", "T=40", "--set", "T0=10"]
+    rc = cli.main_paper(common + ["--set", "ci_every=5", "--m-values", "1", "10"], replicate=fake_replicate)
+    assert rc == 0
+    figs = tmp_path / "figures"
+    for stem in ("regret_A", "regret_B", "coverage_A", "coverage_B", "msweep_A",
+                 "reg_setting_A_T0_10_T_40_M_1", "err_setting_A_T0_10_T_40_M_1",
+                 "reg_setting_B_T0_10_T_40_M_10", "err_setting_B_T0_10_T_40_M_10"):
+        for ext in ("pdf", "png"):
+            assert (figs / f"{stem}.{ext}").stat().st_size > 1000, stem
+    table = pd.read_csv(tmp_path / "summary.csv")
+    assert set(table["study"]) == {"regret", "coverage", "msweep"}
+    reg = table[table.study == "regret"]
+    assert len(reg) == 10 and (reg["reps"] == 3).all() and reg["final_regret_se"].notna().all()
+    cov = table[table.study == "coverage"]
+    assert cov["cp"].between(0, 1).all() and (cov["cp_reps"] == 3).all()
+    md = (tmp_path / "summary.md").read_text()
+    assert "| A | RB |" in md and "±" in md
+    # jobs/figures.py redraws from the Parquet alone (no Ray)
+    for f in figs.iterdir():
+        f.unlink()
+    assert cli.main_figures(["--out", str(tmp_path)]) == 0
+    assert (figs / "regret_A.png").exists() and (figs / "coverage_B.pdf").exists()
+
+
+def test_real_core_tiny_and_seed_reproduces(ray_session, tmp_path):
+    """The real bandit core through the engine; a stored row's seed reproduces it."""
+    import study
+
+    rc = cli.main("coverage", ["--out", str(tmp_path), "--reps", "2", "--settings", "A",
+                               "--set", "T=24", "--set", "T0=8", "--set", "ci_every=8", "--no-progress"])
+    assert rc == 0
+    df = engine.load(tmp_path, "coverage")
+    assert len(df) == 2 * 24
+    row = df[df.rep == 1].iloc[0]
+    again = study.run_replication("A", row.method, int(row.seed), M=int(row.M), T=24, T0=8, ci_every=8)
+    stored = df[df.rep == 1]
+    np.testing.assert_array_equal(stored["avg_regret"].to_numpy(), again.trajectory["avg_regret"])
+    np.testing.assert_array_equal(stored["major"].to_numpy(), again.trajectory["major"])
+
+
+# ---------------------------------------------------------------------------------------------
+# A two-node cluster (in a subprocess, so that the session Ray stays untouched)
+# ---------------------------------------------------------------------------------------------
+
+CLUSTER_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    from ray.cluster_utils import Cluster
+    import ray
+    from study import engine
+    from test_engine_support import FailingReplicate
+
+    out, tests = sys.argv[1], sys.argv[2]
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": tests}},
+                 log_to_driver=False)
+        plan = engine.make_plan("regret", reps=4, settings=["A"], methods=["RB", "ERA"],
+                                overrides={"T": 30, "T0": 10})
+        report = engine.run_study(plan, out, replicate=FailingReplicate([], sleep=0.3), batch_size=1,
+                                  progress=False)
+        manifest = engine.read_manifest(out, "regret")
+        print(json.dumps({"ok": report.ok, "computed": report.computed,
+                          "nodes_used": manifest["runs"][-1]["nodes_used"],
+                          "nodes": manifest["runs"][-1]["ray_resources"].get("nodes")}))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+""")
+
+
+def test_two_node_cluster(ray_session, tmp_path):
+    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Unix socket paths are limited
+    env = dict(os.environ, RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled",
+               PYTHONPATH=os.pathsep.join(p for p in (TESTS_DIR, os.environ.get("PYTHONPATH")) if p))
+    env.pop("RAY_ADDRESS", None)
+    try:
+        res = subprocess.run([sys.executable, "-c", CLUSTER_SCRIPT, str(tmp_path / "two"), TESTS_DIR],
+                             env=env, capture_output=True, text=True, timeout=240)
+    finally:
+        subprocess.run(["rm", "-rf", ray_tmp])
+    assert res.returncode == 0, res.stderr[-3000:]
+    info = json.loads(res.stdout.strip().splitlines()[-1])
+    assert info["ok"] and info["computed"] == 8 and info["nodes"] == 2
+    assert len(info["nodes_used"]) == 2
+    # the same plan on the single-node session Ray gives the same table
+    plan = engine.make_plan("regret", reps=4, settings=["A"], methods=["RB", "ERA"],
+                            overrides={"T": 30, "T0": 10})
+    engine.run_study(plan, tmp_path / "one", replicate=fake_replicate, progress=False)
+    pd.testing.assert_frame_equal(engine.load(tmp_path / "two", "regret"),
+                                  engine.load(tmp_path / "one", "regret"))
