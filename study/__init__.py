@@ -2,9 +2,13 @@
 
 Public API: SETTINGS, Setting, METHODS, fit_btl, debias, run_replication.
 """
-from .settings import METHODS, SETTINGS, Setting, resolve_setting
+from .inference import DebiasResult, debias
+from .mle import fit_btl
+from .replication import run_environment, run_replication
 from .result import ReplicationResult
+from .settings import METHODS, SETTINGS, Setting, resolve_setting
 
 __version__ = "0.1.0"
 
-__all__ = ["METHODS", "SETTINGS", "Setting", "resolve_setting", "ReplicationResult", "__version__"]
+__all__ = ["METHODS", "SETTINGS", "Setting", "resolve_setting", "fit_btl", "debias", "DebiasResult",
+           "run_replication", "run_environment", "ReplicationResult", "__version__"]

@@ -636,8 +636,6 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
                 shutil.rmtree(d)
     existing = check_stored(plan, out)
 
-    for d in dirs.values():
-        d.mkdir(parents=True, exist_ok=True)
     _cleanup(dirs)
     done = stored_keys(out, plan.study)
     wanted = list(plan.keys())
@@ -647,6 +645,9 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
         log(f"[{plan.study}] note: {len(done) - stored_before} stored replications lie outside "
             f"this run's reps={plan.reps}; they stay in the dataset")
 
+    conn = connect(address, num_cpus, log=log) if todo else None  # fails before anything is written
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
     run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     manifest = existing or {
         "study": plan.study,
@@ -672,7 +673,6 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
     start = time.perf_counter()
     failures, computed, interrupted, keyboard = [], 0, False, False
     if todo:
-        conn = connect(address, num_cpus, log=log)
         try:
             import ray
 

@@ -1,0 +1,62 @@
+"""Environments: what a policy interacts with.  Any object with these attributes runs through
+:func:`study.replication.run_environment`:
+
+    n_items, dim, T, M : int
+    edges       : (E, 2) int array, a connected comparison graph
+    theta_star  : (n, d) true attributes, centred (rows sum to zero)
+    theta0      : (n, d) initial estimate theta(0)
+    contexts    : (T, d); row t-1 is X_t
+    compare(t, a, b) -> number of the M comparisons at step t (1-based) won by b over a
+    graph_draws : int (optional), policy_seed : SeedSequence (optional)
+
+Common random numbers: every random quantity of :class:`BTLEnvironment` is drawn up front from
+its own child of the replication's ``SeedSequence`` (graph, theta(0), contexts, outcome
+uniforms, policy uniforms), so replication r of every method sees the same graph, theta(0),
+contexts, and the same uniforms behind each outcome and each exploration coin.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit
+
+from .graph import check_edges, erdos_renyi
+
+
+def seed_sequence(seed) -> np.random.SeedSequence:
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or a numpy SeedSequence, got {seed!r}")
+    return np.random.SeedSequence(int(seed))
+
+
+class BTLEnvironment:
+    """The paper's simulation environment for one (setting, replication)."""
+
+    def __init__(self, setting, seed):
+        graph_ss, init_ss, context_ss, outcome_ss, policy_ss = seed_sequence(seed).spawn(5)
+        n, d = setting.n_items, setting.dim
+        self.n_items, self.dim, self.T, self.M = n, d, setting.T, setting.M
+        if setting.edges is not None:
+            self.edges, self.graph_draws = check_edges(setting.edges, n), 0
+        else:
+            self.edges, self.graph_draws = erdos_renyi(n, setting.p, np.random.default_rng(graph_ss),
+                                                       max_draws=setting.max_graph_draws)
+        self.theta_star = setting.theta_star_centred
+        init_rng = np.random.default_rng(init_ss)
+        mean = (np.arange(1, n + 1, dtype=float)[:, None] if setting.init_mean == "item"
+                else float(setting.init_mean))
+        theta0 = mean + np.sqrt(setting.init_var) * init_rng.standard_normal((n, d))
+        self.theta0 = theta0 - theta0.mean(axis=0)  # shift-invariant: argmax and loss unchanged
+        context_rng = np.random.default_rng(context_ss)
+        self.contexts = setting.context_mean + np.sqrt(setting.context_var) * context_rng.standard_normal((self.T, d))
+        self._uniforms = np.random.default_rng(outcome_ss).random((self.T, self.M))
+        self.policy_seed = policy_ss
+
+    def win_probability(self, t: int, a: int, b: int) -> float:
+        """P(b preferred over a | X_t), paper eq. ``cBT``."""
+        x = self.contexts[t - 1]
+        return float(expit(x @ (self.theta_star[b] - self.theta_star[a])))
+
+    def compare(self, t: int, a: int, b: int) -> int:
+        return int(np.count_nonzero(self._uniforms[t - 1] < self.win_probability(t, a, b)))

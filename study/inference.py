@@ -1,0 +1,88 @@
+"""Lagrangian debiased estimator and its confidence intervals (paper section "Asymptotic
+Normality", labels ``Lagdual`` and ``deb``).
+
+Psi_t = [[H_t(theta), tM J], [tM J', 0]] with J = 1_n (x) I_d; Phi = Psi^{-1}.  Because J spans
+the complement of the sum-zero space, Phi_11 = C (C' H C)^{-1} C' for C = Q (x) I_d with Q an
+orthonormal basis of sum-zero contrasts; we compute it that way (an eigendecomposition of the
+(n-1)d reduced Hessian, which also gives the condition number used to declare Psi_t singular).
+Then theta_d = theta - Phi_11 grad L_t(theta) (the gradient of the *unpenalised* loss) and the
+CI for theta*_{ik} is theta_d_{ik} +/- z sqrt((Phi_11)_{ii,kk}).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+from . import _validate as check
+from .likelihood import ComparisonData, sum_zero_basis
+from .mle import reduced_hessian
+
+RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number exceeds 1/RCOND
+
+
+@dataclass
+class DebiasResult:
+    """``available`` is False while Psi_t is singular; then every array is NaN."""
+
+    theta_d: np.ndarray  # (n, d)
+    cov: np.ndarray  # (n, d, d): diagonal blocks of Phi_11
+    phi11: np.ndarray  # (nd, nd), item-major index i*d + k
+    available: bool
+    condition: float  # condition number of C' H C (inf when singular)
+
+    @property
+    def se(self) -> np.ndarray:
+        """Standard errors sqrt((Phi_11)_{ii,kk}), shape (n, d)."""
+        return np.sqrt(np.einsum("ikk->ik", self.cov))
+
+    def ci(self, level: float = 0.95):
+        """(lower, upper), each (n, d): theta_d -/+ z_{(1+level)/2} se."""
+        level = check.real("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
+        if not self.available:
+            raise ValueError("confidence intervals are not available: Psi_t is singular "
+                             f"(condition number {self.condition:.3g}); more data are needed")
+        z = norm.ppf(0.5 + level / 2.0)
+        half = z * self.se
+        return self.theta_d - half, self.theta_d + half
+
+
+def _unavailable(n, d, condition) -> DebiasResult:
+    nan = np.full((n, d), np.nan)
+    return DebiasResult(theta_d=nan, cov=np.full((n, d, d), np.nan), phi11=np.full((n * d, n * d), np.nan),
+                        available=False, condition=condition)
+
+
+def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND) -> DebiasResult:
+    n, d = theta.shape
+    basis = sum_zero_basis(n)
+    u = data.margins(theta)
+    reduced = reduced_hessian(data.hessian_blocks(theta, u), basis)
+    eigval, eigvec = np.linalg.eigh(reduced)
+    top = float(eigval[-1])
+    if top <= 0.0 or eigval[0] <= rcond * top:
+        return _unavailable(n, d, np.inf if eigval[0] <= 0 else top / float(eigval[0]))
+    c = np.kron(basis, np.eye(d))  # (nd, (n-1)d)
+    half = c @ (eigvec / np.sqrt(eigval))
+    phi11 = half @ half.T
+    grad = data.gradient(theta, u).ravel()
+    theta_d = theta - (phi11 @ grad).reshape(n, d)
+    blocks = phi11.reshape(n, d, n, d)
+    cov = blocks[np.arange(n), :, np.arange(n), :]
+    return DebiasResult(theta_d=theta_d, cov=cov, phi11=phi11, available=True, condition=top / float(eigval[0]))
+
+
+def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:
+    """Lagrangian debiased estimator (paper eq. ``deb``) at ``theta`` for the given comparisons.
+
+    Rows as in :func:`study.fit_btl`.  Returns a :class:`DebiasResult` with ``theta_d`` (n, d),
+    ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``phi11`` and ``ci(level)``.
+    """
+    theta = check.finite_array("theta", theta, ndim=2)
+    n_items, d = theta.shape
+    i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
+    if X.shape[1] != d:
+        raise ValueError(f"X has {X.shape[1]} columns but theta has d={d}")
+    data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
+    return debias_data(data, theta, rcond=rcond)

