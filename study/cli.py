@@ -197,6 +197,10 @@ def _run_plans(plans, args, replicate=None) -> int:
         except ConnectionError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            print(f"[{plan.study}] interrupted; finished replications are stored in {args.out}. "
+                  "Rerun the same command to resume.", file=sys.stderr)
+            return 130
         print(report.summary(), file=sys.stderr, flush=True)
         if not report.ok:
             status = 1
@@ -230,7 +234,7 @@ def main_paper(argv=None, *, replicate=None) -> int:
         if conn.started_here:
             import ray
             ray.shutdown()
-    if status == 2:
+    if status in (2, 130):
         return status
     status = max(status, _draw(args.out))
     print(f"[paper] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",

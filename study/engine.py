@@ -183,9 +183,27 @@ class Plan:
             "study": self.study,
             "root_seed": int(self.root_seed),
             "package_version": __version__,
+            "core_source_sha256": core_source_hash(),
             "cells": [{"setting": c.setting, "method": c.method, "M": c.M,
                        "resolved_setting": _jsonable(c.resolve().to_dict())} for c in self.cells],
         }
+
+
+# Modules that do not influence the numbers of a replication (the engine and its front ends).
+_NON_CORE = {"__init__.py", "engine.py", "cli.py", "figures.py", "summary.py", "bench_parallel.py", "bench.py"}
+
+
+def core_source_hash() -> str:
+    """SHA-256 over the source of the modules that compute a replication (study/*.py except the
+    engine, its front ends and benchmarks), so that results of edited core code are never mixed
+    with stored ones even when the package version did not change."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.glob("*.py")):
+        if path.name not in _NON_CORE:
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def _jsonable(obj):
@@ -731,6 +749,8 @@ def _drive(ray, plan, batches, dirs, run_id, replicate, record_intervals, limit,
                 ref = remote.remote(plan.study, cell, reps_seeds, replicate_ref, record_intervals, run_id)
                 in_flight[ref] = (cell, reps_seeds)
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=10.0)
+            if not ready:
+                bar.update(0, 0)  # heartbeat line when nothing finishes for a while
             for ref in ready:
                 cell, reps_seeds = in_flight.pop(ref)
                 try:
@@ -808,6 +828,8 @@ def _describe_difference(old, new) -> str:
     if not isinstance(old, dict):
         return "no readable fingerprint"
     diffs = []
+    if old.get("core_source_sha256") != new.get("core_source_sha256"):
+        diffs.append("the bandit core's source code changed since these results were stored")
     for key in ("study", "root_seed", "package_version"):
         if old.get(key) != new.get(key):
             diffs.append(f"{key}: stored {old.get(key)!r}, requested {new.get(key)!r}")

@@ -3,8 +3,9 @@ Normality", labels ``Lagdual`` and ``deb``).
 
 Psi_t = [[H_t(theta), tM J], [tM J', 0]] with J = 1_n (x) I_d; Phi = Psi^{-1}.  Because J spans
 the complement of the sum-zero space, Phi_11 = C (C' H C)^{-1} C' for C = Q (x) I_d with Q an
-orthonormal basis of sum-zero contrasts; we compute it that way (an eigendecomposition of the
-(n-1)d reduced Hessian, which also gives the condition number used to declare Psi_t singular).
+orthonormal basis of sum-zero contrasts; we compute it that way (a Cholesky factorisation of the
+(n-1)d reduced Hessian: Psi_t is declared singular when the Cholesky factorisation fails or
+LAPACK's reciprocal condition estimate (dpocon, 1-norm) is below ``RCOND``).
 Then theta_d = theta - Phi_11 grad L_t(theta) (the gradient of the *unpenalised* loss) and the
 CI for theta*_{ik} is theta_d_{ik} +/- z sqrt((Phi_11)_{ii,kk}).
 """
@@ -13,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, lapack
 from scipy.stats import norm
 
 from . import _validate as check
-from .likelihood import ComparisonData, sum_zero_basis
-from .mle import reduced_hessian
+from .likelihood import ComparisonData
+from .mle import contrast_basis, reduced_hessian_data
 
 RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number exceeds 1/RCOND
 
@@ -55,22 +57,26 @@ def _unavailable(n, d, condition) -> DebiasResult:
 
 
 def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND) -> DebiasResult:
+    rcond_min = rcond
     n, d = theta.shape
-    basis = sum_zero_basis(n)
+    basis, c = contrast_basis(n, d)
     u = data.margins(theta)
-    reduced = reduced_hessian(data.hessian_blocks(theta, u), basis)
-    eigval, eigvec = np.linalg.eigh(reduced)
-    top = float(eigval[-1])
-    if top <= 0.0 or eigval[0] <= rcond * top:
-        return _unavailable(n, d, np.inf if eigval[0] <= 0 else top / float(eigval[0]))
-    c = np.kron(basis, np.eye(d))  # (nd, (n-1)d)
-    half = c @ (eigvec / np.sqrt(eigval))
-    phi11 = half @ half.T
+    reduced = reduced_hessian_data(data, theta, u, basis)
+    try:
+        factor = cho_factor(reduced, lower=False, check_finite=False)[0]
+    except LinAlgError:
+        return _unavailable(n, d, np.inf)
+    rcond = float(lapack.dpocon(factor, float(np.abs(reduced).sum(axis=0).max()))[0])
+    if not rcond > rcond_min:
+        return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond)
+    inverse, info = lapack.dpotri(factor)
+    inverse = np.triu(inverse) + np.triu(inverse, 1).T
+    phi11 = c @ inverse @ c.T
     grad = data.gradient(theta, u).ravel()
     theta_d = theta - (phi11 @ grad).reshape(n, d)
     blocks = phi11.reshape(n, d, n, d)
     cov = blocks[np.arange(n), :, np.arange(n), :]
-    return DebiasResult(theta_d=theta_d, cov=cov, phi11=phi11, available=True, condition=top / float(eigval[0]))
+    return DebiasResult(theta_d=theta_d, cov=cov, phi11=phi11, available=True, condition=1.0 / rcond)
 
 
 def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:

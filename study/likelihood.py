@@ -39,6 +39,7 @@ class ComparisonData:
         self.wins = np.zeros(capacity)
         self.m = np.zeros(capacity)
         self.edge_id = np.zeros(capacity, dtype=np.intp)
+        self.orient = np.zeros(capacity)  # +1 when b is the edge's higher-numbered end
         self._edge_index: dict[tuple[int, int], int] = {}
         self.edge_lo: list[int] = []
         self.edge_hi: list[int] = []
@@ -71,6 +72,7 @@ class ComparisonData:
         self.XX[k] = np.outer(x, x).ravel()
         self.wins[k], self.m[k] = wins, m
         self.edge_id[k] = self._edge(int(a), int(b))
+        self.orient[k] = 1.0 if b > a else -1.0
         self.t = k + 1
 
     def extend(self, i, j, X, wins, m) -> None:
@@ -99,6 +101,11 @@ class ComparisonData:
         t = self.t
         u = self.margins(theta) if u is None else u
         r = self.m[:t] * expit(u) - self.wins[:t]
+        self._edge_matrices()
+        if self._onehot is not None and self._scatter is not None:
+            self._sync_onehot()
+            per_edge = (self._onehot[:t].T * (r * self.orient[:t])) @ self.X[:t]  # (E, d), oriented lo -> hi
+            return self._incidence @ per_edge
         rx = r[:, None] * self.X[:t]
         grad = np.zeros((self.n_items, self.dim))
         np.add.at(grad, self.b[:t], rx)
@@ -130,6 +137,16 @@ class ComparisonData:
             scatter[lo, hi, cols] -= 1.0
             scatter[hi, lo, cols] -= 1.0
             self._scatter = scatter.reshape(n * n, n_edges)
+            incidence = np.zeros((n, n_edges))
+            incidence[lo, cols] = -1.0
+            incidence[hi, cols] = 1.0
+            self._incidence = incidence
+
+    def _sync_onehot(self):
+        if self._onehot_rows < self.t:  # rows appended since the one-hot was built
+            rows = np.arange(self._onehot_rows, self.t)
+            self._onehot[rows, self.edge_id[rows]] = 1.0
+            self._onehot_rows = self.t
 
     def edge_grams(self, theta: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
         """G_e = sum_{k on edge e} m_k s_k (1 - s_k) x_k x_k', shape (E, d, d)."""
@@ -140,10 +157,7 @@ class ComparisonData:
         self._edge_matrices()
         n_edges = len(self.edge_lo)
         if self._onehot is not None:
-            if self._onehot_rows < t:  # rows appended since the one-hot was built
-                rows = np.arange(self._onehot_rows, t)
-                self._onehot[rows, self.edge_id[rows]] = 1.0
-                self._onehot_rows = t
+            self._sync_onehot()
             grams = (self._onehot[:t].T * h) @ self.XX[:t]
         elif self.dim == 1:
             grams = np.bincount(self.edge_id[:t], weights=h * self.XX[:t, 0], minlength=n_edges)[:, None]

@@ -17,7 +17,8 @@ Tie-break.  Early on the data leave directions of theta unidentified (items or d
 compared) and stage-1's argmin is a whole affine set.  We pick a point of it explicitly: add the
 proximal term eps/2 ||theta - theta_ref||^2 with eps = ``TIE_BREAK_WEIGHT`` (1 + sum_k m_k) / n,
 TIE_BREAK_WEIGHT = 1e-6, about 1e-6 of the data's average curvature per item, so it moves
-identified directions by a relative O(1e-6) at most; its minimiser tends, as eps -> 0, to the
+identified directions by a relative O(1e-6), and a final polish (chord steps on the loss
+without the term, see ``_polish``) removes even that; its minimiser tends, as eps -> 0, to the
 point of the argmin set nearest theta_ref.  ``tie_break='nearest'`` uses the previous estimate as
 theta_ref (data-silent directions keep their value from theta(0)); ``'min_norm'`` uses 0
 (the minimum-norm argmin).  The term is used only when the objective has no ridge.
@@ -34,6 +35,7 @@ from .likelihood import ComparisonData, sum_zero_basis
 
 TIE_BREAK_WEIGHT = 1e-6
 DEFAULT_TOL = 1e-13
+RIDGE_TOL = 1e-10
 BALL_TOL = 1e-5  # relative slack allowed on ||theta_i||^2 <= gamma^2
 
 
@@ -44,6 +46,7 @@ class FitResult:
     newton_steps: int
     kkt_residual: float  # ||Q' grad F||_inf of the solved objective (proximal term included)
     converged: bool
+    factor: object = None  # Cholesky factor of the last reduced Hessian (a warm start for the next fit)
 
 
 _BASES: dict = {}
@@ -58,17 +61,45 @@ def contrast_basis(n: int, d: int):
     return _BASES[key]
 
 
+def reduced_hessian_data(data: ComparisonData, theta, u, basis: np.ndarray, quad=None) -> np.ndarray:
+    """Reduced Hessian straight from the edge Grams: sum_e (q_e q_e') (x) G_e with
+    q_e = Q[hi_e] - Q[lo_e], never forming the (nd, nd) matrix."""
+    n_edges, k = len(data.edge_lo), basis.shape[1]
+    if k * k * n_edges > 2_000_000:  # large sparse graphs: assemble blocks instead
+        return reduced_hessian(data.hessian_blocks(theta, u), basis, quad)
+    grams = data.edge_grams(theta, u)
+    d = grams.shape[1]
+    cache = getattr(data, "_reduced_map", None)
+    if cache is None or cache[0] != n_edges:
+        lo = np.asarray(data.edge_lo, dtype=np.intp)
+        hi = np.asarray(data.edge_hi, dtype=np.intp)
+        qe = basis[hi] - basis[lo]  # (E, k)
+        data._reduced_map = cache = (n_edges, np.einsum("ea,eb->abe", qe, qe).reshape(k * k, n_edges))
+    red = (cache[1] @ grams.reshape(n_edges, d * d)).reshape(k, k, d, d).transpose(0, 2, 1, 3).reshape(k * d, k * d)
+    return _add_quadratic(red, basis, quad, d)
+
+
+def _add_quadratic(red, basis, quad, d):
+    if quad is None or not np.any(quad):
+        return red
+    if np.all(quad == quad[0]):  # Q'Q = I: a constant weight only shifts the diagonal
+        red = red.copy() if red.base is not None else red
+        red[np.diag_indices_from(red)] += quad[0]
+        return red
+    else:
+        k = basis.shape[1]
+        small = (basis.T * quad) @ basis
+        red = (red.reshape(k, d, k, d) + small[:, None, :, None] * np.eye(d)[None, :, None, :]).reshape(k * d, k * d)
+    return red
+
+
 def reduced_hessian(blocks: np.ndarray, basis: np.ndarray, quad: np.ndarray | None = None) -> np.ndarray:
     """(Q (x) I)' [H + diag(quad) (x) I] (Q (x) I) for an (n, n, d, d) block Hessian."""
     n, _, d, _ = blocks.shape
     _, c = contrast_basis(n, d)
     full = blocks.transpose(0, 2, 1, 3).reshape(n * d, n * d)
     red = c.T @ full @ c
-    if quad is not None and np.any(quad):
-        k = n - 1
-        small = (basis.T * quad) @ basis
-        red = (red.reshape(k, d, k, d) + small[:, None, :, None] * np.eye(d)[None, :, None, :]).reshape(k * d, k * d)
-    return red
+    return _add_quadratic(red, basis, quad, d)
 
 
 class _Objective:
@@ -104,29 +135,37 @@ def _factor(matrix: np.ndarray):
         raise
 
 
-def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: float, max_steps: int):
+def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: float, max_steps: int,
+            factor_hint=None):
     """Minimise ``objective`` over theta = Q beta from ``theta`` (assumed sum-zero).
 
     Safeguarded Newton: Armijo backtracking while the predicted decrease is visible in floating
     point; once it is below 1e-10 |F| (the quadratic model is then exact to working precision)
-    the full step is taken, and the loop stops when the KKT residual stalls."""
+    the full step is taken, and the loop stops when the KKT residual stalls.  ``factor_hint``, a
+    Cholesky factor of a nearby reduced Hessian (the previous time step's), is tried first as a
+    chord step; it is kept only while it cuts the residual at least tenfold per step."""
     data = objective.data
     n, d = theta.shape
-    factor = None
+    factor = factor_hint
+    chord = factor_hint is not None
     u = data.margins(theta)
     value = objective.value(theta, u)
     previous = np.inf
-    for step in range(max_steps + 1):
+    hessians = 0
+    for step in range(2 * max_steps + 1):
         grad = objective.gradient(theta, u)
         reduced_grad = basis.T @ grad
         residual = float(np.abs(reduced_grad).max())
         if residual <= tol:
-            return theta, step, residual, True, factor, u
-        if step == max_steps or residual >= previous:  # stalled at working precision
-            return theta, step, residual, residual <= 1e3 * tol, factor, u
+            return theta, hessians, residual, True, factor, u
+        if chord and residual > 0.1 * previous:
+            chord = False  # the old factor is not good enough here
+        elif residual >= previous or hessians >= max_steps:  # stalled at working precision
+            return theta, hessians, residual, residual <= 1e3 * tol, factor, u
         previous = residual
-        hess = reduced_hessian(data.hessian_blocks(theta, u), basis, objective.quad)
-        factor = _factor(hess)
+        if not chord:
+            factor = _factor(reduced_hessian_data(data, theta, u, basis, objective.quad))
+            hessians += 1
         direction = basis @ (-cho_solve(factor, reduced_grad.ravel(), check_finite=False)).reshape(n - 1, d)
         slope = float(np.vdot(grad, direction))
         if not np.isfinite(slope) or slope >= 0:  # numerical trouble: fall back to steepest descent
@@ -146,22 +185,29 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
                 break
             size *= 0.5
         else:
-            return theta, step, residual, residual <= 1e3 * tol, factor, u
+            if chord:
+                chord = False
+                continue
+            return theta, hessians, residual, residual <= 1e3 * tol, factor, u
+        if chord and size < 1.0:
+            chord = False
         theta, u, value = trial, trial_u, trial_value
-    return theta, max_steps, residual, False, factor, u
+    return theta, hessians, residual, False, factor, u
 
 
 def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, radius: float | None = None,
           reference: np.ndarray | None = None, prox: float | None = None, multipliers: np.ndarray | None = None,
-          tol: float = DEFAULT_TOL, max_steps: int = 100, max_dual_steps: int = 100) -> FitResult:
+          tol: float | None = None, max_steps: int = 100, max_dual_steps: int = 100, factor_hint=None) -> FitResult:
     """Minimise L(theta) + ridge/2 ||theta||^2 [+ prox/2 ||theta - reference||^2] over the sum-zero
     space, with ||theta_i|| <= radius if given.  ``prox`` defaults to ``TIE_BREAK_WEIGHT`` when
     ridge == 0 (the tie-break, see module docstring) and to 0 otherwise."""
     n, d = theta_start.shape
-    basis = sum_zero_basis(n)
+    basis, _ = contrast_basis(n, d)
     theta = theta_start - theta_start.mean(axis=0)
     if prox is None:
         prox = TIE_BREAK_WEIGHT * (1.0 + data.total_comparisons) / n if ridge == 0.0 else 0.0
+    if tol is None:  # the tie-break's tiny curvature needs a tight residual; a ridge does not
+        tol = DEFAULT_TOL if prox > 0.0 else RIDGE_TOL
     lin = None
     if prox > 0.0 and reference is not None:
         ref = reference - reference.mean(axis=0)
@@ -170,8 +216,11 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     abs_tol = tol * (1.0 + data.total_comparisons)
 
     if radius is None:
-        theta, steps, residual, ok, _, _ = _newton(_Objective(data, base_quad, lin), theta, basis, abs_tol, max_steps)
-        return _finish(theta, theta_start, np.zeros(n), steps, residual, ok)
+        theta, steps, residual, ok, factor, _ = _newton(_Objective(data, base_quad, lin), theta, basis, abs_tol,
+                                                        max_steps, factor_hint)
+        if prox > 0.0:
+            theta, residual = _polish(data, theta, basis, ridge, factor, abs_tol)
+        return _finish(theta, theta_start, np.zeros(n), steps, residual, ok, factor)
 
     # Ball constraints: projected Newton ascent on the dual over nu >= 0.
     gamma2 = float(radius) ** 2
@@ -196,11 +245,13 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         slack = 0.5 * (np.einsum("id,id->i", theta, theta) - gamma2)  # dual gradient
         projected = np.where(nu > 0.0, slack, np.maximum(slack, 0.0))
         if float(np.abs(projected).max()) <= feas_tol:
-            return _finish(theta, theta_start, nu, total_steps, residual, ok)
+            if prox > 0.0 and not np.any(nu) and factor is not None:
+                theta, residual = _polish(data, theta, basis, ridge, factor, abs_tol)
+            return _finish(theta, theta_start, nu, total_steps, residual, ok, factor)
         free = np.flatnonzero((nu > 0.0) | (slack > 0.0))
         if factor is None:  # inner solve converged without a Hessian: build one for the dual step
             quad = base_quad + nu
-            factor = _factor(reduced_hessian(data.hessian_blocks(theta), basis, quad))
+            factor = _factor(reduced_hessian_data(data, theta, None, basis, quad))
         # dual Hessian: -T' K^{-1} T, T's column for item i holding theta_i in block i
         cols = np.zeros((n - 1, d, free.size))
         for c, item in enumerate(free):
@@ -226,18 +277,35 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         nu = trial_nu
         theta, _, residual, ok, factor, dual = trial
     slack = 0.5 * (np.einsum("id,id->i", theta, theta) - gamma2)
-    return _finish(theta, theta_start, nu, total_steps, residual, False)
+    return _finish(theta, theta_start, nu, total_steps, residual, False, factor)
 
 
-def _finish(theta, fallback, nu, steps, residual, ok) -> FitResult:
+def _polish(data, theta, basis, ridge, factor, tol, rounds: int = 4):
+    """Remove the tie-break term's O(eps) pull in identified directions: iterate
+    theta <- theta - K_eps^{-1} grad(L + ridge/2 ||.||^2) with the factor K_eps of the regularised
+    Hessian.  The gradient of L has no component in data-silent directions, so those keep their
+    tie-broken values, while identified directions converge to the exact stationary point."""
+    n, d = theta.shape
+    residual = np.inf
+    for _ in range(rounds):
+        reduced_grad = basis.T @ (data.gradient(theta) + ridge * theta)
+        residual = float(np.abs(reduced_grad).max())
+        if residual <= tol:
+            break
+        theta = theta - basis @ cho_solve(factor, reduced_grad.ravel(), check_finite=False).reshape(n - 1, d)
+    return theta, residual
+
+
+def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:
     if not np.all(np.isfinite(theta)):  # never hand a non-finite estimate to a policy
         theta = fallback - fallback.mean(axis=0)
         ok = False
-    return FitResult(theta=theta, multipliers=nu, newton_steps=steps, kkt_residual=residual, converged=ok)
+    return FitResult(theta=theta, multipliers=nu, newton_steps=steps, kkt_residual=residual, converged=ok,
+                     factor=factor)
 
 
 def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0, radius: float | None = None,
-            tie_break: str = "min_norm", reference=None, tol: float = DEFAULT_TOL) -> np.ndarray:
+            tie_break: str = "min_norm", reference=None, tol: float | None = None) -> np.ndarray:
     """Sum-to-zero (penalised, constrained) MLE of the contextual BTL model.
 
     Row k compares item ``i[k]`` with item ``j[k]`` under context ``X[k]``; ``wins[k]`` of ``m``
