@@ -59,10 +59,11 @@ def main(argv=None) -> int:
         serial_s = time.perf_counter() - t0
 
         with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             report = engine.run_study(plan, tmp, progress=False, log=lambda m: None)
-            parallel_s = time.perf_counter() - t0
+            parallel_s, driver_cpu = time.perf_counter() - t0, time.process_time() - c0
             table = engine.load(tmp, plan.study)
+            task_cpu = engine.read_manifest(tmp, plan.study)["runs"][-1]["task_cpu_seconds"]
         if serial["failures"] or not report.ok:
             print("replications failed:", serial["failures"][:1] or report.failures[:1], file=sys.stderr)
             return 1
@@ -76,6 +77,9 @@ def main(argv=None) -> int:
     print(f"parallel ({args.num_cpus} CPUs): {parallel_s:8.2f} s  (engine: batching, gathering, Parquet)")
     print(f"identical results: {same}")
     print(f"parallel efficiency = serial / (CPUs x parallel) = {eff:.3f}")
+    cpu_eff = serial["cpu_seconds"] / (task_cpu + driver_cpu)
+    print(f"CPU-time efficiency = serial task CPU {serial['cpu_seconds']:.2f} s / (parallel tasks CPU "
+          f"{task_cpu:.2f} s + driver CPU {driver_cpu:.2f} s) = {cpu_eff:.3f}  (insensitive to other load)")
     if os.getloadavg()[0] > args.num_cpus + 0.5:
         print(f"warning: load average {os.getloadavg()[0]:.1f} > CPUs: other processes compete, "
               "the efficiency is understated")

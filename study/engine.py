@@ -321,6 +321,7 @@ def run_batch(study: str, cell: Cell, reps_seeds, replicate=None, record_interva
     run.  Returns ``{"trajectory": Table, "intervals": Table, "failures": [dict], "seconds": s}``.
     """
     start = time.perf_counter()
+    cpu_start = time.process_time()
     replicate = replicate or _default_replicate
     key = cell.overrides + (("__name", cell.setting),)
     setting = _SETTING_CACHE.get(key)
@@ -344,6 +345,7 @@ def run_batch(study: str, cell: Cell, reps_seeds, replicate=None, record_interva
         "intervals": pa.concat_tables(ints) if ints else INTERVAL_SCHEMA.empty_table(),
         "failures": failures,
         "seconds": time.perf_counter() - start,
+        "cpu_seconds": time.process_time() - cpu_start,
         "node": _node_id(),
     }
 
@@ -709,10 +711,11 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
                                                                          ckey[0], r)) for r in chunk]))
             log(f"[{plan.study}] {len(todo)} replications to compute ({stored_before} stored) in "
                 f"{len(batches)} tasks of <= {bsize} on {n_cpus} CPUs ({conn.mode} Ray)")
-            computed, failures, interrupted, keyboard, nodes = _drive(
+            computed, failures, interrupted, keyboard, nodes, task_cpu = _drive(
                 ray, plan, batches, dirs, run_id, replicate, record_intervals, limit, progress,
                 flush_rows, flush_seconds, stop_after_batches, log)
             run_info["nodes_used"] = nodes
+            run_info["task_cpu_seconds"] = round(task_cpu, 3)
         finally:
             if conn.started_here:
                 import ray
@@ -742,6 +745,7 @@ def _drive(ray, plan, batches, dirs, run_id, replicate, record_intervals, limit,
     in_flight = {}
     computed, failures, stored_batches, interrupted, keyboard = 0, [], 0, False, False
     nodes = set()
+    task_cpu = 0.0
     try:
         while pending or in_flight:
             while pending and len(in_flight) < limit:
@@ -763,6 +767,7 @@ def _drive(ray, plan, batches, dirs, run_id, replicate, record_intervals, limit,
                                            for r, s in reps_seeds]}
                 writer.add(result)
                 nodes.add(result.get("node"))
+                task_cpu += result.get("cpu_seconds", 0.0)
                 failures.extend(result["failures"])
                 computed += len(reps_seeds) - len(result["failures"])
                 bar.update(len(reps_seeds), len(result["failures"]))
@@ -781,7 +786,7 @@ def _drive(ray, plan, batches, dirs, run_id, replicate, record_intervals, limit,
         writer.flush()
         bar.close()
     nodes.discard(None)
-    return computed, failures, interrupted, keyboard, sorted(nodes)
+    return computed, failures, interrupted, keyboard, sorted(nodes), task_cpu
 
 
 class _Progress:
