@@ -33,8 +33,8 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from . import _validate as check
 from .likelihood import ComparisonData, sum_zero_basis
 
-TIE_BREAK_WEIGHT = 1e-6
-DEFAULT_TOL = 1e-13
+TIE_BREAK_WEIGHT = 1e-4
+DEFAULT_TOL = 1e-11
 RIDGE_TOL = 1e-10
 BALL_TOL = 1e-5  # relative slack allowed on ||theta_i||^2 <= gamma^2
 
@@ -141,9 +141,9 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
 
     Safeguarded Newton: Armijo backtracking while the predicted decrease is visible in floating
     point; once it is below 1e-10 |F| (the quadratic model is then exact to working precision)
-    the full step is taken, and the loop stops when the KKT residual stalls.  ``factor_hint``, a
-    Cholesky factor of a nearby reduced Hessian (the previous time step's), is tried first as a
-    chord step; it is kept only while it cuts the residual at least tenfold per step."""
+    the full step is taken, and the loop stops if the KKT residual no longer falls.
+    ``factor_hint``, a Cholesky factor of a nearby reduced Hessian (the previous time step's), is
+    tried first for chord steps; it is dropped as soon as it fails to cut the residual tenfold."""
     data = objective.data
     n, d = theta.shape
     factor = factor_hint
@@ -152,26 +152,34 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
     value = objective.value(theta, u)
     previous = np.inf
     hessians = 0
-    for step in range(2 * max_steps + 1):
+    precise = False  # True once steps are taken in the "model exact to working precision" regime
+    for _ in range(3 * max_steps + 3):
         grad = objective.gradient(theta, u)
         reduced_grad = basis.T @ grad
         residual = float(np.abs(reduced_grad).max())
         if residual <= tol:
             return theta, hessians, residual, True, factor, u
-        if chord and residual > 0.1 * previous:
-            chord = False  # the old factor is not good enough here
-        elif residual >= previous or hessians >= max_steps:  # stalled at working precision
+        if precise and residual >= previous:  # stalled at working precision
             return theta, hessians, residual, residual <= 1e3 * tol, factor, u
-        previous = residual
+        if chord and residual > 0.1 * previous:
+            chord = False
         if not chord:
+            if hessians >= max_steps:
+                break
             factor = _factor(reduced_hessian_data(data, theta, u, basis, objective.quad))
             hessians += 1
+        previous = residual
         direction = basis @ (-cho_solve(factor, reduced_grad.ravel(), check_finite=False)).reshape(n - 1, d)
         slope = float(np.vdot(grad, direction))
-        if not np.isfinite(slope) or slope >= 0:  # numerical trouble: fall back to steepest descent
+        if not np.isfinite(slope) or slope >= 0:  # not a descent direction: refresh, else steepest descent
+            if chord:
+                chord = False
+                previous = np.inf
+                continue
             direction = -(basis @ reduced_grad)
             slope = float(np.vdot(grad, direction))
         if -slope < 1e-10 * (1.0 + abs(value)):
+            precise = True
             theta = theta + direction
             u = data.margins(theta)
             value = objective.value(theta, u)
@@ -187,6 +195,7 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
         else:
             if chord:
                 chord = False
+                previous = np.inf
                 continue
             return theta, hessians, residual, residual <= 1e3 * tol, factor, u
         if chord and size < 1.0:
@@ -233,51 +242,62 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         theta -= theta.mean(axis=0)
     total_steps = 0
 
-    def inner(nu_value, start):
+    def inner(nu_value, start, hint):
         objective = _Objective(data, base_quad + nu_value, lin)
-        sol, steps, res, ok, factor, u = _newton(objective, start, basis, abs_tol, max_steps)
-        dual = objective.value(sol, None) - 0.5 * gamma2 * float(nu_value.sum())
-        return sol, steps, res, ok, factor, dual
+        sol, steps, res, ok, inner_factor, u = _newton(objective, start, basis, abs_tol, max_steps, hint)
+        dual = objective.value(sol, u) - 0.5 * gamma2 * float(nu_value.sum())
+        slack = 0.5 * (np.einsum("id,id->i", sol, sol) - gamma2)  # the dual gradient
+        return sol, steps, res, ok, dual, slack, inner_factor
 
-    theta, steps, residual, ok, factor, dual = inner(nu, theta)
+    def projected(nu_value, slack):
+        return np.where(nu_value > 0.0, slack, np.maximum(slack, 0.0))
+
+    theta, steps, residual, ok, dual, slack, last_factor = inner(nu, theta, factor_hint)
     total_steps += steps
+    factor = None
+    converged = False
     for _ in range(max_dual_steps):
-        slack = 0.5 * (np.einsum("id,id->i", theta, theta) - gamma2)  # dual gradient
-        projected = np.where(nu > 0.0, slack, np.maximum(slack, 0.0))
-        if float(np.abs(projected).max()) <= feas_tol:
-            if prox > 0.0 and not np.any(nu) and factor is not None:
-                theta, residual = _polish(data, theta, basis, ridge, factor, abs_tol)
-            return _finish(theta, theta_start, nu, total_steps, residual, ok, factor)
-        free = np.flatnonzero((nu > 0.0) | (slack > 0.0))
-        if factor is None:  # inner solve converged without a Hessian: build one for the dual step
-            quad = base_quad + nu
-            factor = _factor(reduced_hessian_data(data, theta, None, basis, quad))
-        # dual Hessian: -T' K^{-1} T, T's column for item i holding theta_i in block i
+        gap = float(np.abs(projected(nu, slack)).max())
+        if gap <= feas_tol:
+            converged = ok
+            break
+        # Projected Newton ascent on the concave dual (Bertsekas 1982): multipliers at zero whose
+        # constraint is slack stay fixed; the others take a Newton step, then project onto nu >= 0.
+        free = np.flatnonzero(~((nu <= 0.0) & (slack < 0.0)))
+        quad = base_quad + nu
+        factor = _factor(reduced_hessian_data(data, theta, None, basis, quad))
+        total_steps += 1
         cols = np.zeros((n - 1, d, free.size))
         for c, item in enumerate(free):
             cols[:, :, c] = np.outer(basis[item], theta[item])
         cols = cols.reshape((n - 1) * d, free.size)
-        curvature = cols.T @ cho_solve(factor, cols, check_finite=False)
-        curvature += 1e-14 * max(float(np.trace(curvature)), 1e-300) * np.eye(free.size)
-        step = np.linalg.solve(curvature, slack[free])
+        curvature = cols.T @ cho_solve(factor, cols, check_finite=False)  # = -(Hessian of the dual)
+        curvature += 1e-12 * max(float(np.trace(curvature)), 1e-300) * np.eye(free.size)
+        step = np.zeros(n)
+        step[free] = np.linalg.solve(curvature, slack[free])
         size = 1.0
-        current = float(np.abs(projected).max())
-        for _ in range(30):
-            trial_nu = nu.copy()
-            trial_nu[free] = np.maximum(nu[free] + size * step, 0.0)
-            trial = inner(trial_nu, theta)
+        accepted = False
+        for _ in range(40):
+            trial_nu = np.maximum(nu + size * step, 0.0)
+            trial = inner(trial_nu, theta, factor)
             total_steps += trial[1]
-            trial_slack = 0.5 * (np.einsum("id,id->i", trial[0], trial[0]) - gamma2)
-            trial_projected = np.where(trial_nu > 0.0, trial_slack, np.maximum(trial_slack, 0.0))
-            # concave dual: accept an ascent step, or one that shrinks the projected gradient
-            if (trial[5] > dual + 1e-13 * (1.0 + abs(dual))
-                    or float(np.abs(trial_projected).max()) < (1.0 - 1e-4 * size) * current):
+            rise = trial[4] - dual
+            if rise >= 1e-4 * float(slack @ (trial_nu - nu)) or (
+                    abs(rise) <= 1e-12 * (1.0 + abs(dual))
+                    and float(np.abs(projected(trial_nu, trial[5])).max()) < gap):
+                accepted = True
                 break
             size *= 0.5
+        if not accepted:
+            break
         nu = trial_nu
-        theta, _, residual, ok, factor, dual = trial
-    slack = 0.5 * (np.einsum("id,id->i", theta, theta) - gamma2)
-    return _finish(theta, theta_start, nu, total_steps, residual, False, factor)
+        theta, _, residual, ok, dual, slack, last_factor = trial
+    if converged and prox > 0.0 and not np.any(nu) and last_factor is not None:
+        polished, polished_residual = _polish(data, theta, basis, ridge, last_factor, abs_tol)
+        # near-separable directions are held only by the tie-break term: keep it there
+        if np.all(np.einsum("id,id->i", polished, polished) <= gamma2 + feas_tol):
+            theta, residual = polished, polished_residual
+    return _finish(theta, theta_start, nu, total_steps, residual, converged, last_factor)
 
 
 def _polish(data, theta, basis, ridge, factor, tol, rounds: int = 4):
@@ -286,14 +306,17 @@ def _polish(data, theta, basis, ridge, factor, tol, rounds: int = 4):
     Hessian.  The gradient of L has no component in data-silent directions, so those keep their
     tie-broken values, while identified directions converge to the exact stationary point."""
     n, d = theta.shape
-    residual = np.inf
-    for _ in range(rounds):
+    best, best_residual = theta, np.inf
+    for _ in range(rounds + 1):
         reduced_grad = basis.T @ (data.gradient(theta) + ridge * theta)
         residual = float(np.abs(reduced_grad).max())
+        if not residual < best_residual:  # diverging (e.g. a near-separable direction): stop
+            break
+        best, best_residual = theta, residual
         if residual <= tol:
             break
         theta = theta - basis @ cho_solve(factor, reduced_grad.ravel(), check_finite=False).reshape(n - 1, d)
-    return theta, residual
+    return best, best_residual
 
 
 def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:

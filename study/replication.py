@@ -40,20 +40,21 @@ class Estimate:
         self.multipliers = None
         self.debiased: DebiasResult | None = None
         self.newton_steps = 0
-        self.factor = None  # last stage-2 Cholesky factor, reused as a chord step
+        self.factor = None  # last Cholesky factor, reused for chord steps at the next refit
 
     def update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
         s = self.setting
         self.data.append(major, other, x, wins, m)
         if t <= s.T0:
             reference = self.theta if s.tie_break == "nearest" else None
-            fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers)
+            fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
+                        factor_hint=self.factor)
             self.multipliers = fit.multipliers
         else:
             ridge = s.lambda_t(t)
             reference = self.theta if (ridge == 0.0 and s.tie_break == "nearest") else None
             fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor)
-            self.factor = fit.factor
+        self.factor = fit.factor
         self.theta = fit.theta
         self.newton_steps += fit.newton_steps
 
