@@ -197,6 +197,7 @@ def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
     paths = []
     if cell.empty:
         return paths
+    stored = engine.stored_keys(out, study)
     for (setting, method, M), frame in cell.groupby(["setting", "method", "M"], sort=True):
         n_reps = reps[(setting, method, M)]
         items = sorted(frame["item"].unique())
@@ -233,8 +234,10 @@ def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
                    Patch(color="#9ecae1", alpha=0.6, label=f"Wilson 95% band, n={n_reps}")]
         fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False,
                    bbox_to_anchor=(0.5, -0.01))
+        total = len({k for k in stored if k[:3] == (setting, method, M)})
+        with_ci = f"{n_reps} replications" if n_reps == total else f"{n_reps} of {total} replications have a CI"
         fig.suptitle(f"Coverage of the {level:.0%} debiased CIs, Setting {setting}, {method}, M={M} "
-                     f"({n_reps} replications)", fontsize=10)
+                     f"({with_ci}; shown where >= 90% of them do)", fontsize=10)
         fig.tight_layout(rect=(0, 0.06, 1, 1))
         stem = f"coverage_{setting}" + ("" if method == "RB" else f"_{method}")
         paths += _save(fig, directory, stem)
