@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .btl import fit_btl
+from .btl import fit_btl, separating_direction
 from .environment import LLM_M, LLM_T, JudgmentReplay
 
 __all__ = ["read_judgments", "replay_inputs", "load_byo", "REQUIRED_COLUMNS", "WINNERS"]
@@ -199,8 +199,12 @@ def fit_theta_star(inputs: dict, *, ridge: float = 0.0) -> np.ndarray:
     c = counts[q, e]
     m = c.sum(axis=1).astype(float)
     wins = c[:, 1] + 0.5 * c[:, 2]
-    theta = fit_btl(edges[e, 0], edges[e, 1], X[q], wins, m, len(inputs["models"]), ridge=ridge)
-    if not np.all(np.isfinite(theta)) or np.abs(theta).max() > 50:
+    args = (edges[e, 0], edges[e, 1], X[q], wins, m, len(inputs["models"]))
+    if ridge == 0.0 and separating_direction(*args) is not None:
+        raise ValueError("the BT MLE on these judgments does not exist (the data are separable: along some "
+                         "direction of the contexts one model always wins); pass ridge > 0")
+    theta = fit_btl(*args, ridge=ridge)
+    if not np.all(np.isfinite(theta)):
         raise ValueError("the BT MLE on these judgments does not exist or is unbounded (some model or "
                          "direction always wins: separable data); pass ridge > 0")
     return theta
