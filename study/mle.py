@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, lapack
 
 from . import _validate as check
 from .likelihood import ComparisonData, sum_zero_basis
@@ -297,7 +297,23 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         # near-separable directions are held only by the tie-break term: keep it there
         if np.all(np.einsum("id,id->i", polished, polished) <= gamma2 + feas_tol):
             theta, residual = polished, polished_residual
+    elif converged and prox > 0.0 and _identified(data, theta, basis, base_quad - prox + nu):
+        # active balls and data that identify theta: the tie-break is moot, so drop its term
+        exact = solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
+                      max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=last_factor)
+        if exact.converged:
+            return exact
     return _finish(theta, theta_start, nu, total_steps, residual, converged, last_factor)
+
+
+def _identified(data, theta, basis, quad, rcond: float = 1e-10) -> bool:
+    """Is the reduced Hessian of L (+ the given per-item quadratic weights) well conditioned?"""
+    matrix = reduced_hessian_data(data, theta, None, basis, quad)
+    try:
+        factor = cho_factor(matrix, check_finite=False)[0]
+    except LinAlgError:
+        return False
+    return float(lapack.dpocon(factor, float(np.abs(matrix).sum(axis=0).max()))[0]) > rcond
 
 
 def _polish(data, theta, basis, ridge, factor, tol, rounds: int = 4):
