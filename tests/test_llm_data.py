@@ -139,3 +139,23 @@ def test_core_runs_the_llm_replay():
     result = study.run_environment(env, "RB", setting)
     assert len(result.trajectory["regret"]) == 30
     assert np.all(result.trajectory["regret"] >= -1e-12)
+
+
+def test_engine_hook_replicates_llm_and_byo(tmp_path):
+    study = pytest.importorskip("study")
+    if not hasattr(study, "run_environment"):
+        pytest.skip("bandit core not available")
+    from study.llm.runs import byo_setting, llm_setting, replicate
+    setting = llm_setting(T=40, T0=20)
+    assert (setting.n_items, setting.dim, setting.T0, setting.M) == (5, 10, 20, 1)
+    first, second = replicate(setting, "ERA", 9), replicate(setting, "ERA", 9)
+    assert np.array_equal(first.trajectory["regret"], second.trajectory["regret"])
+    rows = ["question_id,model_a,model_b,winner,context"]
+    for k, (a, b, w) in enumerate([("x", "y", "a"), ("y", "x", "a"), ("y", "z", "tie"), ("z", "x", "b"),
+                                   ("x", "z", "b"), ("z", "y", "a")]):
+        rows.append(f'q{k % 2},{a},{b},{w},"[1.0, {0.3 if k % 2 else -0.3}]"')
+    path = tmp_path / "j.csv"
+    path.write_text("\n".join(rows) + "\n")
+    byo = byo_setting(path, T=15, T0=5)
+    result = replicate(byo, "RB", 1)
+    assert len(result.trajectory["t"]) == 15 and byo.n_items == 3

@@ -118,16 +118,18 @@ def draw_diagram(ax, adj, labels, mean_scores=None, title=None, reduce: bool = T
     depth = max(int(layer.max()), 1)
     for level in range(int(layer.max()) + 1):
         members = sorted(np.flatnonzero(layer == level), key=lambda v: (key[v], v))
+        crowded = len(members) > 3  # stagger crowded layers so that the names do not overlap
         for rank, v in enumerate(members):
-            pos[v] = ((rank + 1) / (len(members) + 1), 1.0 - level / depth if depth else 0.5)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(-0.15, 1.15)
+            y = 1.0 - level / depth
+            pos[v] = ((rank + 0.5) / len(members), y + (0.07 if rank % 2 == 0 else -0.07) * crowded)
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.2, 1.2)
     ax.axis("off")
     for i, j in zip(*np.nonzero(shown)):
         ax.annotate("", xy=pos[j], xytext=pos[i],
                     arrowprops=dict(arrowstyle="-|>", color="0.3", lw=1.0, shrinkA=11, shrinkB=11))
     for v in range(n):
-        ax.text(*pos[v], labels[v], ha="center", va="center", fontsize=7,
+        ax.text(*pos[v], labels[v], ha="center", va="center", fontsize=6.5,
                 bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="0.4", lw=0.8))
     if title:
         ax.set_title(title, fontsize=9)
@@ -145,7 +147,7 @@ def plot_ranking_diagrams(panels, contexts, labels, path=None, *, uncertainty: b
 
     times = sorted(panels)
     nrows = int(np.ceil(len(times) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 2.6 * nrows + (0.5 if caption else 0)))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.6 * nrows + (0.5 if caption else 0)))
     axes = np.atleast_1d(axes).ravel()
     reduced = {}
     for ax, t in zip(axes, times):
