@@ -20,7 +20,7 @@ import numpy as np
 from .environment import ARENA_M, ARENA_T, LLM_M, LLM_T, INIT_VAR, ArenaReplay, LLMReplay
 
 LLM_T0 = 3000
-ARENA_T0 = 10_000
+ARENA_T0 = 4_000
 BYO_ENV_VAR = "STUDY_LLM_BYO"
 _BYO: dict = {}
 
