@@ -121,15 +121,47 @@ class _Objective:
         return grad
 
 
-def _factor(matrix: np.ndarray):
+class Factor:
+    """Cholesky factor of a reduced Hessian K0, plus rank-one terms v v' added since (one per new
+    comparison row), solved by the Woodbury identity.  Between refits the Hessian changes by the
+    new row's term (captured exactly here) and by the drift of the old rows' weights (small), so
+    chord steps with this factor converge fast without refactorising."""
+
+    max_rank = 8
+
+    def __init__(self, cho):
+        self.cho = cho
+        self.V = None  # (k, r) rank-one columns
+        self.Z = None  # K0^{-1} V
+        self.small = None  # Cholesky of I + V'Z
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        out = cho_solve(self.cho, rhs, check_finite=False)
+        if self.V is not None:
+            out = out - self.Z @ cho_solve(self.small, self.V.T @ out, check_finite=False)
+        return out
+
+    def add(self, column: np.ndarray) -> "Factor | None":
+        """A new factor for K0 + V V' + column column'; None once the rank budget is used up."""
+        V = column[:, None] if self.V is None else np.column_stack([self.V, column])
+        if V.shape[1] > self.max_rank:
+            return None
+        new = Factor(self.cho)
+        new.V = V
+        new.Z = cho_solve(self.cho, V, check_finite=False)
+        new.small = cho_factor(np.eye(V.shape[1]) + V.T @ new.Z, check_finite=False)
+        return new
+
+
+def _factor(matrix: np.ndarray) -> Factor:
     """Cholesky of a symmetric matrix; if it is not numerically positive definite, damp it."""
     try:
-        return cho_factor(matrix, check_finite=False)
+        return Factor(cho_factor(matrix, check_finite=False))
     except LinAlgError:
         scale = max(float(np.trace(matrix)) / matrix.shape[0], 1.0)
         for damping in (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0):
             try:
-                return cho_factor(matrix + damping * scale * np.eye(matrix.shape[0]), check_finite=False)
+                return Factor(cho_factor(matrix + damping * scale * np.eye(matrix.shape[0]), check_finite=False))
             except LinAlgError:
                 continue
         raise
@@ -153,23 +185,25 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
     previous = np.inf
     hessians = 0
     precise = False  # True once steps are taken in the "model exact to working precision" regime
+    before_chord = None  # the point a chord step started from, to return to if it fails
     for _ in range(3 * max_steps + 3):
         grad = objective.gradient(theta, u)
         reduced_grad = basis.T @ grad
         residual = float(np.abs(reduced_grad).max())
+        if chord and residual > 0.1 * previous:  # the old factor is not good enough here: undo, refresh
+            chord = False
+            theta, u, value, grad, reduced_grad, residual = before_chord
         if residual <= tol:
             return theta, hessians, residual, True, factor, u
         if precise and residual >= previous:  # stalled at working precision
             return theta, hessians, residual, residual <= 1e3 * tol, factor, u
-        if chord and residual > 0.1 * previous:
-            chord = False
         if not chord:
             if hessians >= max_steps:
                 break
             factor = _factor(reduced_hessian_data(data, theta, u, basis, objective.quad))
             hessians += 1
         previous = residual
-        direction = basis @ (-cho_solve(factor, reduced_grad.ravel(), check_finite=False)).reshape(n - 1, d)
+        direction = basis @ (-factor.solve(reduced_grad.ravel())).reshape(n - 1, d)
         slope = float(np.vdot(grad, direction))
         if not np.isfinite(slope) or slope >= 0:  # not a descent direction: refresh, else steepest descent
             if chord:
@@ -178,8 +212,10 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
                 continue
             direction = -(basis @ reduced_grad)
             slope = float(np.vdot(grad, direction))
+        if chord:
+            before_chord = (theta, u, value, grad, reduced_grad, residual)
         if -slope < 1e-10 * (1.0 + abs(value)):
-            precise = True
+            precise = not chord
             theta = theta + direction
             u = data.margins(theta)
             value = objective.value(theta, u)
@@ -192,14 +228,14 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
             if np.isfinite(trial_value) and trial_value <= value + 1e-4 * size * slope:
                 break
             size *= 0.5
-        else:
             if chord:
-                chord = False
-                previous = np.inf
-                continue
+                break
+        else:
             return theta, hessians, residual, residual <= 1e3 * tol, factor, u
-        if chord and size < 1.0:
+        if chord and size < 1.0:  # a chord step that needs damping is not worth keeping
             chord = False
+            previous = np.inf
+            continue
         theta, u, value = trial, trial_u, trial_value
     return theta, hessians, residual, False, factor, u
 
@@ -271,7 +307,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         for c, item in enumerate(free):
             cols[:, :, c] = np.outer(basis[item], theta[item])
         cols = cols.reshape((n - 1) * d, free.size)
-        curvature = cols.T @ cho_solve(factor, cols, check_finite=False)  # = -(Hessian of the dual)
+        curvature = cols.T @ factor.solve(cols)  # = -(Hessian of the dual)
         curvature += 1e-12 * max(float(np.trace(curvature)), 1e-300) * np.eye(free.size)
         step = np.zeros(n)
         step[free] = np.linalg.solve(curvature, slack[free])
@@ -292,6 +328,9 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
             break
         nu = trial_nu
         theta, _, residual, ok, dual, slack, last_factor = trial
+    if not converged and factor_hint is not None:  # a stale warm start can mislead: retry cold
+        return solve(data, theta_start, ridge=ridge, radius=radius, reference=reference, prox=prox,
+                     tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps)
     if converged and prox > 0.0 and not np.any(nu) and last_factor is not None:
         polished, polished_residual = _polish(data, theta, basis, ridge, last_factor, abs_tol)
         # near-separable directions are held only by the tie-break term: keep it there
@@ -304,6 +343,16 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         if exact.converged:
             return exact
     return _finish(theta, theta_start, nu, total_steps, residual, converged, last_factor)
+
+
+def new_row_term(data: ComparisonData, theta: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """The last stored row's reduced-Hessian term as a column v (K gains v v')."""
+    k = data.t - 1
+    x = data.X[k]
+    u = float(x @ (theta[data.b[k]] - theta[data.a[k]]))
+    s = 1.0 / (1.0 + np.exp(-u))
+    weight = data.m[k] * s * (1.0 - s)
+    return np.sqrt(weight) * np.kron(basis[data.b[k]] - basis[data.a[k]], x)
 
 
 def _identified(data, theta, basis, quad, rcond: float = 1e-10) -> bool:
@@ -331,7 +380,7 @@ def _polish(data, theta, basis, ridge, factor, tol, rounds: int = 4):
         best, best_residual = theta, residual
         if residual <= tol:
             break
-        theta = theta - basis @ cho_solve(factor, reduced_grad.ravel(), check_finite=False).reshape(n - 1, d)
+        theta = theta - basis @ factor.solve(reduced_grad.ravel()).reshape(n - 1, d)
     return best, best_residual
 
 

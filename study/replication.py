@@ -18,7 +18,7 @@ from .environment import BTLEnvironment, seed_sequence
 from .graph import neighbours
 from .inference import DebiasResult, debias_data
 from .likelihood import ComparisonData
-from .mle import solve
+from .mle import contrast_basis, new_row_term, solve
 from .policies import make_policy
 from .result import INTERVAL_COLUMNS, ReplicationResult
 from .settings import check_method, resolve_setting
@@ -41,10 +41,13 @@ class Estimate:
         self.debiased: DebiasResult | None = None
         self.newton_steps = 0
         self.factor = None  # last Cholesky factor, reused for chord steps at the next refit
+        self.basis = contrast_basis(env.n_items, env.dim)[0]
 
     def update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
         s = self.setting
         self.data.append(major, other, x, wins, m)
+        if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
+            self.factor = self.factor.add(new_row_term(self.data, self.theta, self.basis))
         if t <= s.T0:
             reference = self.theta if s.tie_break == "nearest" else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
