@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, lapack
+from scipy.linalg import LinAlgError, lapack
 from scipy.stats import norm
 
 from . import _validate as check
 from .likelihood import ComparisonData
-from .mle import contrast_basis, reduced_hessian_data
+from .mle import cholesky, contrast_basis, reduced_hessian_data
 
 RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number exceeds 1/RCOND
 
@@ -63,7 +63,7 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
     u = data.margins(theta)
     reduced = reduced_hessian_data(data, theta, u, basis)
     try:
-        factor = cho_factor(reduced, lower=False, check_finite=False)[0]
+        factor = cholesky(reduced)
     except LinAlgError:
         return _unavailable(n, d, np.inf)
     rcond = float(lapack.dpocon(factor, float(np.abs(reduced).sum(axis=0).max()))[0])

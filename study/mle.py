@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, lapack
+from scipy.linalg import LinAlgError, lapack
 
 from . import _validate as check
 from .likelihood import ComparisonData, sum_zero_basis
@@ -121,6 +121,22 @@ class _Objective:
         return grad
 
 
+def cholesky(matrix: np.ndarray) -> np.ndarray:
+    """Upper Cholesky factor via LAPACK dpotrf directly (scipy.linalg's wrappers cost ~50 us a
+    call in validation, which dominates at these sizes); raises LinAlgError if not PD."""
+    factor, info = lapack.dpotrf(matrix, lower=0, clean=0)
+    if info != 0:
+        raise LinAlgError(f"matrix not positive definite (dpotrf info={info})")
+    return factor
+
+
+def cholesky_solve(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    out, info = lapack.dpotrs(factor, rhs, lower=0)
+    if info != 0:
+        raise LinAlgError(f"dpotrs failed (info={info})")
+    return out
+
+
 class Factor:
     """Cholesky factor of a reduced Hessian K0, plus rank-one terms v v' added since (one per new
     comparison row), solved by the Woodbury identity.  Between refits the Hessian changes by the
@@ -136,9 +152,9 @@ class Factor:
         self.small = None  # Cholesky of I + V'Z
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
-        out = cho_solve(self.cho, rhs, check_finite=False)
+        out = cholesky_solve(self.cho, rhs)
         if self.V is not None:
-            out = out - self.Z @ cho_solve(self.small, self.V.T @ out, check_finite=False)
+            out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
         return out
 
     def add(self, column: np.ndarray) -> "Factor | None":
@@ -148,20 +164,20 @@ class Factor:
             return None
         new = Factor(self.cho)
         new.V = V
-        new.Z = cho_solve(self.cho, V, check_finite=False)
-        new.small = cho_factor(np.eye(V.shape[1]) + V.T @ new.Z, check_finite=False)
+        new.Z = cholesky_solve(self.cho, V)
+        new.small = cholesky(np.eye(V.shape[1]) + V.T @ new.Z)
         return new
 
 
 def _factor(matrix: np.ndarray) -> Factor:
     """Cholesky of a symmetric matrix; if it is not numerically positive definite, damp it."""
     try:
-        return Factor(cho_factor(matrix, check_finite=False))
+        return Factor(cholesky(matrix))
     except LinAlgError:
         scale = max(float(np.trace(matrix)) / matrix.shape[0], 1.0)
         for damping in (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0):
             try:
-                return Factor(cho_factor(matrix + damping * scale * np.eye(matrix.shape[0]), check_finite=False))
+                return Factor(cholesky(matrix + damping * scale * np.eye(matrix.shape[0])))
             except LinAlgError:
                 continue
         raise
@@ -336,7 +352,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         # near-separable directions are held only by the tie-break term: keep it there
         if np.all(np.einsum("id,id->i", polished, polished) <= gamma2 + feas_tol):
             theta, residual = polished, polished_residual
-    elif converged and prox > 0.0 and _identified(data, theta, basis, base_quad - prox + nu):
+    elif converged and prox > 0.0 and identified(data, theta, basis, base_quad - prox + nu):
         # active balls and data that identify theta: the tie-break is moot, so drop its term
         exact = solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
                       max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=last_factor)
@@ -355,11 +371,11 @@ def new_row_term(data: ComparisonData, theta: np.ndarray, basis: np.ndarray) -> 
     return np.sqrt(weight) * np.kron(basis[data.b[k]] - basis[data.a[k]], x)
 
 
-def _identified(data, theta, basis, quad, rcond: float = 1e-10) -> bool:
+def identified(data, theta, basis, quad, rcond: float = 1e-10) -> bool:
     """Is the reduced Hessian of L (+ the given per-item quadratic weights) well conditioned?"""
     matrix = reduced_hessian_data(data, theta, None, basis, quad)
     try:
-        factor = cho_factor(matrix, check_finite=False)[0]
+        factor = cholesky(matrix)
     except LinAlgError:
         return False
     return float(lapack.dpocon(factor, float(np.abs(matrix).sum(axis=0).max()))[0]) > rcond

@@ -18,7 +18,7 @@ from .environment import BTLEnvironment, seed_sequence
 from .graph import neighbours
 from .inference import DebiasResult, debias_data
 from .likelihood import ComparisonData
-from .mle import contrast_basis, new_row_term, solve
+from .mle import contrast_basis, identified, new_row_term, solve
 from .policies import make_policy
 from .result import INTERVAL_COLUMNS, ReplicationResult
 from .settings import check_method, resolve_setting
@@ -42,6 +42,7 @@ class Estimate:
         self.newton_steps = 0
         self.factor = None  # last Cholesky factor, reused for chord steps at the next refit
         self.basis = contrast_basis(env.n_items, env.dim)[0]
+        self.identified = False  # do the data identify theta (reduced Hessian of L well conditioned)?
 
     def update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
         s = self.setting
@@ -49,9 +50,13 @@ class Estimate:
         if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
             self.factor = self.factor.add(new_row_term(self.data, self.theta, self.basis))
         if t <= s.T0:
+            if not self.identified:  # rows only add information: once identified, always identified
+                self.identified = identified(self.data, self.theta, self.basis, np.zeros(self.data.n_items))
             reference = self.theta if s.tie_break == "nearest" else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
-                        factor_hint=self.factor)
+                        factor_hint=self.factor, prox=0.0 if self.identified else None)
+            if not fit.converged and self.identified:  # near-separable data: fall back on the tie-break term
+                fit = solve(self.data, self.theta, radius=s.gamma, reference=reference)
             self.multipliers = fit.multipliers
         else:
             ridge = s.lambda_t(t)
