@@ -5,6 +5,7 @@
     python jobs/msweep.py   [common flags] [--m-values 1 10 20]
     python jobs/paper.py    [common flags]        # all three studies, then figures and summary
     python jobs/figures.py  [--out DIR]           # redraw figures and summary from the Parquet
+    python jobs/llm_ranking.py [common flags] [--arena | --judgments FILE] [--figures-only]
 
 Every flag is validated (settings resolved through ``Setting.replace``) before Ray is imported,
 so bad input fails in well under a second with exit status 2 and a one-line message.
@@ -73,25 +74,71 @@ def _seed(text: str) -> int:
     return value
 
 
+_LLM_DESCRIPTION = """\
+The paper's LLM-ranking application on the Ray engine: each step draws one of the 100 MMLU anatomy
+questions uniformly, the policy picks a pair of the five LLMs, and the outcome is drawn from that
+(question, pair)'s judgment pool.  T0 = 3000, T = 5000, theta(0) ~ N(0, 5), M = 1, 50 replications
+of all five methods (study 'llm').  Prompts and their embeddings are real; the judgments are
+GENERATED (a contextual BTL whose overall strengths are fitted to real Chatbot Arena votes), not
+the paper's GPT-4 judgments.  --arena replays the real Chatbot Arena votes instead (129 models,
+d = 1, T = 10000, T0 = 4000, M = 10; study 'arena'); --judgments FILE replays your own judgments
+(study 'byo').  Afterwards: DIR/figures/<study>_regret (R(t) and relative error, Monte Carlo bands)
+and, for llm and byo, <study>_diagrams and <study>_diagrams_ci (ranking diagrams at t = 200, 400,
+..., 1600), plus DIR/summary.{md,csv}.
+"""
+
+_BYO_EPILOG = """\
+Judgments file (--judgments, CSV or Parquet, one row per judgment): columns question_id, model_a,
+model_b, winner ('a', 'b' or 'tie'; a tie is half a win each) and either context (a numeric vector
+per question: a Parquet list column or a JSON list such as "[1.0, 0.2]" in CSV) or question (the
+prompt text, embedded with all-MiniLM-L6-v2 and reduced to --dim dimensions; needs the optional
+extra llm-prepare).  The file is checked before Ray starts; a bad entry fails with exit status 2
+and names its row and column.  The parsed data travel to the Ray workers with the tasks, so the
+file need not exist on other nodes.
+"""
+
+
 def build_parser(study: str) -> argparse.ArgumentParser:
-    """The parser of one study (``regret``, ``coverage``, ``msweep``) or ``paper``."""
-    from .engine import DEFAULT_SEED, STUDIES
+    """The parser of one study (``regret``, ``coverage``, ``msweep``), ``paper`` or ``llm`` (the
+    LLM-ranking job: studies ``llm``, ``arena`` and ``byo``)."""
+    from .engine import DEFAULT_SEED, STUDIES, STUDY_NAMES
 
     if study == "paper":
         description = ("Run the paper's whole Monte Carlo study -- regret, coverage and M-sweep -- then "
                        "draw every figure and write the summary table.")
         default_reps = "each study's paper default (regret 200, coverage 500, msweep 200)"
         default_methods = "all five for regret and msweep; coverage always uses RB"
+    elif study == "llm":
+        description = _LLM_DESCRIPTION
+        default_reps = str(STUDIES["llm"].reps)
+        default_methods = " ".join(STUDIES["llm"].methods)
     else:
         spec = STUDIES[study]
         description = spec.description
         default_reps = str(spec.reps)
         default_methods = " ".join(spec.methods)
-    prog = f"jobs/{study}.py"
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=_EPILOG,
+    prog = "jobs/llm_ranking.py" if study == "llm" else f"jobs/{study}.py"
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     epilog=(_BYO_EPILOG + "\n" if study == "llm" else "") + _EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--settings", nargs="+", metavar="NAME", choices=sorted(SETTINGS),
-                        help=f"settings to run (default: A B; choices: {' '.join(sorted(SETTINGS))})")
+    if study == "llm":
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument("--arena", action="store_true",
+                           help="replay the real Chatbot Arena votes (129 models; study 'arena')")
+        which.add_argument("--judgments", metavar="FILE",
+                           help="replay your own judgments from a CSV or Parquet file (study 'byo'; format below)")
+        parser.add_argument("--dim", type=_positive_int, metavar="D",
+                            help="with --judgments and a 'question' text column: context dimension (default: 10)")
+        parser.add_argument("--ridge", type=_non_negative_float, metavar="R",
+                            help="with --judgments: ridge penalty of the BT fit of theta* on the whole file, for "
+                                 "separable data (default: 0)")
+        draw = parser.add_mutually_exclusive_group()
+        draw.add_argument("--figures-only", action="store_true",
+                          help="run nothing: redraw this study's figures from the stored results in --out")
+        draw.add_argument("--no-figures", action="store_true", help="run the study, draw no figures")
+    else:
+        parser.add_argument("--settings", nargs="+", metavar="NAME", choices=sorted(SETTINGS),
+                            help=f"settings to run (default: A B; choices: {' '.join(sorted(SETTINGS))})")
     parser.add_argument("--methods", nargs="+", metavar="METHOD", choices=list(METHODS),
                         help=f"methods to run (default: {default_methods}; choices: {' '.join(METHODS)})")
     parser.add_argument("--reps", type=_positive_int, metavar="N",
@@ -105,11 +152,12 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED, metavar="S",
                         help=f"root seed; replication r of setting X gets a seed derived from (S, study, "
                              f"X, r) (default: {DEFAULT_SEED})")
+    fields = ("T, T0, M, alpha, gamma, c_lambda, tie_break, ci_every, ci_level" if study == "llm"
+              else "T, T0, M, p, alpha, gamma, c_lambda, tie_break, ci_every, init_var, ...")
     parser.add_argument("--set", dest="overrides", action="append", type=_set_pair, default=[],
                         metavar="KEY=VALUE",
                         help="override a Setting field for every setting, e.g. --set T=60 --set T0=20 "
-                             "(repeatable; fields: T, T0, M, p, alpha, gamma, c_lambda, tie_break, "
-                             "ci_every, init_var, ...)")
+                             f"(repeatable; fields: {fields})")
     if study in ("msweep", "paper"):
         parser.add_argument("--m-values", nargs="+", type=_positive_int, metavar="M",
                             help="M-sweep grid for every setting (default: A: 1 10 20 30, B: 20 50 80)")
@@ -125,9 +173,19 @@ def build_parser(study: str) -> argparse.ArgumentParser:
                         help="replications per Ray task (default: automatic; never changes results)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     if study == "paper":
-        parser.add_argument("--studies", nargs="+", choices=list(STUDIES), default=list(STUDIES),
+        parser.add_argument("--studies", nargs="+", choices=list(STUDY_NAMES), default=list(STUDY_NAMES),
                             help="which studies to run (default: all three)")
     return parser
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
+    return value
 
 
 def _check_out(parser, args):
@@ -144,8 +202,10 @@ def _check_out(parser, args):
             parser.error(f"--address must be 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {addr!r}")
 
 
-def make_plans(parser, args, studies):
-    """Validate everything and build one Plan per study; errors exit with status 2."""
+def make_plans(parser, args, studies, source=None, check=True):
+    """Validate everything and build one Plan per study; errors exit with status 2 (also when
+    ``check`` and ``--out`` holds results of another configuration).  ``source``: the replay
+    source's options (``llm`` job)."""
     from .engine import make_plan
 
     overrides = {}
@@ -158,7 +218,10 @@ def make_plans(parser, args, studies):
         parser.error("--quick and --reps are mutually exclusive")
     plans = []
     for study in studies:
-        kwargs = {"settings": args.settings, "reps": reps, "seed": args.seed, "overrides": overrides}
+        kwargs = {"settings": getattr(args, "settings", None), "reps": reps, "seed": args.seed,
+                  "overrides": overrides}
+        if source is not None:
+            kwargs["source"] = source
         if study == "coverage" and getattr(args, "studies", None) is not None:
             kwargs["methods"] = None  # paper: coverage is an RB study
         else:
@@ -172,7 +235,7 @@ def make_plans(parser, args, studies):
         except ValueError as exc:
             parser.error(str(exc))
     _check_out(parser, args)
-    if not args.fresh:
+    if check and not args.fresh:
         from .engine import ConfigMismatch, check_stored
         for plan in plans:
             try:
@@ -271,11 +334,72 @@ def main_figures(argv=None) -> int:
     return _draw(args.out)
 
 
+def main_llm(argv=None) -> int:
+    """The LLM-ranking job (``jobs/llm_ranking.py``): run the ``llm`` replay (or ``--arena``, or
+    ``--judgments FILE``) on the Ray engine, then draw its figures and the summary table."""
+    parser = build_parser("llm")
+    args = parser.parse_args(argv)
+    study = "arena" if args.arena else ("byo" if args.judgments is not None else "llm")
+    if study != "byo" and (args.dim is not None or args.ridge is not None):
+        parser.error("--dim and --ridge apply to --judgments only")
+    if args.figures_only and args.fresh:
+        parser.error("--figures-only and --fresh are mutually exclusive")
+    source = None
+    if study == "byo":  # read and validated here, before Ray starts (a bad file exits with status 2)
+        source = {"judgments": args.judgments, "dim": args.dim or 10, "ridge": args.ridge or 0.0}
+    plan, = make_plans(parser, args, [study], source=source, check=not args.figures_only)
+    if args.figures_only:  # draw what is stored; compute missing diagram snapshots only for the same configuration
+        from .engine import ConfigMismatch, check_stored
+        try:
+            check_stored(plan, args.out)
+            same = True
+        except ConfigMismatch:
+            same = False
+        return _draw_replay(args.out, plan, compute=same)
+    start = time.perf_counter()
+    status = _run_plans([plan], args)
+    if status in (2, 130) or args.no_figures:
+        return status
+    status = max(status, _draw_replay(args.out, plan))
+    print(f"[{study}] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",
+          file=sys.stderr)
+    return status
+
+
+def _draw_replay(out, plan, compute=True) -> int:
+    """The replay's figures (with ``compute``, computing the ranking-diagram snapshots first if they
+    are not stored for this configuration) and the summary table of everything under ``out``."""
+    from .engine import _parts, dataset_dirs
+    from .figures import replay_figures, store_diagram_panels
+    from .summary import write_summary
+
+    if not _parts(dataset_dirs(out, plan.study)["trajectory"]):
+        print(f"[{plan.study}] no stored replications under {out}, so no figures (run the study first)",
+              file=sys.stderr)
+        return 1
+    status = 0
+    try:
+        if compute:
+            path = store_diagram_panels(out, plan, log=lambda m: print(m, file=sys.stderr, flush=True))
+            if path is not None:
+                print(f"wrote {path}", file=sys.stderr)
+        else:
+            print(f"[{plan.study}] note: the stored results come from another configuration than these flags; "
+                  "drawing them as stored (ranking-diagram snapshots are not recomputed)", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 -- the other figures are still drawn
+        print(f"error: the ranking-diagram replication failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        status = 1
+    for path in replay_figures(out, plan.study) + list(write_summary(out)):
+        print(f"wrote {path}", file=sys.stderr)
+    return status
+
+
 def entry(argv=None) -> int:
-    """``python -m study.cli {regret,coverage,msweep,paper,figures} [flags]``."""
+    """``python -m study.cli {regret,coverage,msweep,paper,figures,llm} [flags]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"regret": lambda a: main("regret", a), "coverage": lambda a: main("coverage", a),
-                "msweep": lambda a: main("msweep", a), "paper": main_paper, "figures": main_figures}
+                "msweep": lambda a: main("msweep", a), "paper": main_paper, "figures": main_figures,
+                "llm": main_llm}
     if not argv or argv[0] not in commands:
         print(f"usage: python -m study.cli {{{','.join(commands)}}} [flags]  (--help after the command)",
               file=sys.stderr)

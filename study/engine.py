@@ -1,7 +1,11 @@
 """The Ray study engine: fan replications out as remote tasks, gather them into Parquet, resume.
 
 A *study* (``regret``, ``coverage``, ``msweep``) is a grid of *cells* -- (setting, method, M) with
-the setting's overrides -- times ``reps`` replications.  Every replication has a key
+the setting's overrides -- times ``reps`` replications.  The *replay* studies ``llm``, ``arena`` and
+``byo`` (the LLM-ranking application, :mod:`study.llm`) have one setting each, built from data by
+their ``source`` (:func:`study.llm.runs.replay_source`), which also supplies the ``replicate`` hook
+(shipped to the workers with the tasks) and the provenance (hashes of the replay's code and data)
+that joins the fingerprint.  Every replication has a key
 ``(setting, method, M, rep)`` and a seed that depends only on the root seed, the study, the base
 setting name and ``rep`` (:func:`replication_seed`), so the numbers never depend on the worker
 count, the batch size or the order in which tasks finish, and all methods (and, in the M-sweep, all
@@ -14,6 +18,7 @@ Output layout under ``out`` (only the driver writes; every file appears atomical
     out/<study>/part-<run>-<n>.parquet         trajectories   (pandas.read_parquet("out/<study>"))
     out/<study>_intervals/part-<run>-<n>.parquet   confidence intervals (when recorded)
     out/<study>_failures/part-<run>-<n>.parquet    failed replications
+    out/<study>/_diagrams.npz                  replay studies: ranking-diagram snapshots (study.figures)
 
 Files are flat (not hive-partitioned), so every column comes back with its stored dtype.  Row
 order inside the files is arbitrary; :func:`load` returns the table sorted by its key columns.
@@ -69,7 +74,8 @@ from .result import INTERVAL_COLUMNS, TRAJECTORY_COLUMNS
 from .settings import METHODS, SETTINGS, check_method, resolve_setting
 
 DEFAULT_SEED = 20250101
-STUDY_NAMES = ("regret", "coverage", "msweep")
+STUDY_NAMES = ("regret", "coverage", "msweep")  # the paper's simulation studies (jobs/paper.py)
+REPLAY_STUDIES = ("llm", "arena", "byo")  # the LLM-ranking application (jobs/llm_ranking.py)
 KEY_COLUMNS = ("setting", "method", "M", "rep")
 
 
@@ -81,6 +87,10 @@ class StudyDefaults:
     overrides: dict
     m_values: dict | None = None  # msweep only: base setting name -> tuple of M
     description: str = ""
+    # Replay studies: "module:function" returning, for a setting name (and the options given to
+    # make_plan as ``source``), an object with ``setting`` (the base Setting), ``replicate`` (the
+    # hook), ``provenance`` (dict, joins the fingerprint) and ``fixed_fields`` (not overridable).
+    source: str | None = None
 
 
 STUDIES = {
@@ -94,6 +104,19 @@ STUDIES = {
         settings=("A", "B"), methods=METHODS, reps=200, overrides={"ci_every": 0},
         m_values={"A": (1, 10, 20, 30), "B": (20, 50, 80)},
         description="Regret and error as the per-step comparison budget M varies (paper appendix)."),
+    "llm": StudyDefaults(
+        settings=("llm",), methods=METHODS, reps=50, overrides={"ci_every": 0},
+        source="study.llm.runs:replay_source",
+        description="LLM ranking replay: five LLMs on 100 MMLU anatomy questions, GENERATED judgments "
+                    "(paper section 'Applications to Language Model Ranking')."),
+    "arena": StudyDefaults(
+        settings=("arena",), methods=METHODS, reps=50, overrides={"ci_every": 0},
+        source="study.llm.runs:replay_source",
+        description="Chatbot Arena replay: 129 models, real human votes, d = 1."),
+    "byo": StudyDefaults(
+        settings=("byo",), methods=METHODS, reps=50, overrides={"ci_every": 0},
+        source="study.llm.runs:replay_source",
+        description="Bring-your-own judgments replay (a CSV/Parquet file of pairwise judgments)."),
 }
 
 _INT32 = pa.int32()
@@ -150,9 +173,10 @@ class Cell:
     method: str
     M: int
     overrides: tuple        # sorted (field, value) pairs applied to SETTINGS[setting], M included
+    base: object = field(default=None, compare=False, repr=False)  # replay studies: the base Setting
 
     def resolve(self):
-        return resolve_setting(self.setting, **dict(self.overrides))
+        return resolve_setting(self.setting if self.base is None else self.base, **dict(self.overrides))
 
     @property
     def label(self) -> str:
@@ -166,6 +190,8 @@ class Plan:
     reps: int
     cells: tuple
     overrides: tuple        # user overrides (--set), before the study's own
+    provenance: tuple = ()  # replay studies: sorted (key, value) pairs of the source's provenance
+    replicate: object = field(default=None, compare=False, repr=False)  # replay studies: the hook
 
     @property
     def n_replications(self) -> int:
@@ -179,14 +205,28 @@ class Plan:
     def fingerprint(self) -> dict:
         """Everything that affects the numbers (not ``reps``: more reps only add keys)."""
         from . import __version__
-        return {
+        fingerprint = {
             "study": self.study,
             "root_seed": int(self.root_seed),
             "package_version": __version__,
             "core_source_sha256": core_source_hash(),
             "cells": [{"setting": c.setting, "method": c.method, "M": c.M,
-                       "resolved_setting": _jsonable(c.resolve().to_dict())} for c in self.cells],
+                       "resolved_setting": _setting_record(c)} for c in self.cells],
         }
+        if self.provenance:
+            fingerprint["replay"] = _jsonable(dict(self.provenance))
+        return fingerprint
+
+
+def _setting_record(cell) -> dict:
+    """The resolved setting as JSON; for a replay cell the data-sized fields (truth, graph) are
+    recorded by their SHA-256 (the arena graph alone has 3,460 edges)."""
+    record = _jsonable(cell.resolve().to_dict())
+    if cell.base is not None:
+        for key in ("truth", "edges"):
+            if isinstance(record.get(key), list):
+                record[key] = {"sha256": hashlib.sha256(json.dumps(record[key]).encode()).hexdigest()}
+    return record
 
 
 # Modules that do not influence the numbers of a replication (the engine and its front ends).
@@ -210,12 +250,20 @@ def _jsonable(obj):
     return json.loads(json.dumps(obj, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
 
 
+def _import(path: str):
+    import importlib
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAULT_SEED,
-              overrides=None, m_values=None) -> Plan:
+              overrides=None, m_values=None, source=None) -> Plan:
     """Validate a study's configuration (no Ray involved) and list its cells.
 
     ``overrides`` are Setting fields applied to every setting (validated by ``Setting.replace``);
     ``m_values`` (msweep only) replaces the per-setting M grid with one list for all settings.
+    ``source`` (replay studies only) are keyword options of the study's source, e.g.
+    ``{"judgments": "my.csv"}`` for ``byo``; the source reads and validates its data here.
     Raises ``ValueError`` with a clear message on any bad input.
     """
     if study not in STUDIES:
@@ -227,9 +275,12 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
         raise ValueError("at least one setting is required")
     if not methods:
         raise ValueError("at least one method is required")
+    allowed = spec.settings if spec.source is not None else tuple(sorted(SETTINGS))
     for name in settings:
-        if name not in SETTINGS:
-            raise ValueError(f"unknown setting {name!r}; allowed: {sorted(SETTINGS)}")
+        if name not in allowed:
+            raise ValueError(f"unknown setting {name!r}; allowed: {sorted(allowed)}")
+    if source is not None and spec.source is None:
+        raise ValueError(f"study {study!r} takes no source options (only {list(REPLAY_STUDIES)} do)")
     for method in methods:
         check_method(method)
     if len(set(settings)) != len(settings) or len(set(methods)) != len(methods):
@@ -251,23 +302,37 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
         if not m_values or any(isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1
                                for m in m_values):
             raise ValueError(f"M values must be positive integers, got {list(m_values)}")
+    bases, provenance, hook = {}, {}, None
+    if spec.source is not None:  # a replay study: its setting and hook come from data
+        for name in settings:
+            src = _import(spec.source)(name, **dict(source or {}))  # ValueError on bad data
+            fixed = sorted(set(user) & set(src.fixed_fields))
+            if fixed:
+                adjustable = [f.name for f in dataclasses.fields(src.setting) if f.name not in src.fixed_fields]
+                raise ValueError(f"the setting field(s) {fixed} are fixed by the {study!r} replay (data, or drawn "
+                                 f"by the environment); adjustable: {adjustable}")
+            bases[name], hook = src.setting, src.replicate
+            provenance.update(src.provenance)
     cells = []
     for name in settings:
+        base = bases.get(name)
+        default_M = (base or SETTINGS[name]).M
         merged = {**spec.overrides, **user}
         if spec.m_values is not None:
-            grid = m_values if m_values is not None else spec.m_values.get(name, (SETTINGS[name].M,))
+            grid = m_values if m_values is not None else spec.m_values.get(name, (default_M,))
         else:
-            grid = (merged.get("M", SETTINGS[name].M),)
+            grid = (merged.get("M", default_M),)
         for M in grid:
             with_m = {**merged, "M": int(M)}
             try:
-                resolve_setting(name, **with_m)  # validates every field (and combinations)
+                resolve_setting(base or name, **with_m)  # validates every field (and combinations)
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"setting {name} with overrides {with_m}: {exc}") from None
             for method in methods:
-                cells.append(Cell(name, method, int(M), tuple(sorted(with_m.items()))))
+                cells.append(Cell(name, method, int(M), tuple(sorted(with_m.items())), base=base))
     return Plan(study=study, root_seed=int(seed), reps=int(reps), cells=tuple(cells),
-                overrides=tuple(sorted(user.items())))
+                overrides=tuple(sorted(user.items())), provenance=tuple(sorted(provenance.items())),
+                replicate=hook)
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,10 +388,13 @@ def run_batch(study: str, cell: Cell, reps_seeds, replicate=None, record_interva
     start = time.perf_counter()
     cpu_start = time.process_time()
     replicate = replicate or _default_replicate
-    key = cell.overrides + (("__name", cell.setting),)
-    setting = _SETTING_CACHE.get(key)
-    if setting is None:
-        setting = _SETTING_CACHE[key] = cell.resolve()
+    if cell.base is not None:  # a replay's setting: built from data, not cached by name
+        setting = cell.resolve()
+    else:
+        key = cell.overrides + (("__name", cell.setting),)
+        setting = _SETTING_CACHE.get(key)
+        if setting is None:
+            setting = _SETTING_CACHE[key] = cell.resolve()
     trajs, ints, failures = [], [], []
     for rep, seed in reps_seeds:
         try:
@@ -637,8 +705,9 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
               log=None) -> StudyReport:
     """Run (or resume) ``plan``, writing Parquet under ``out``.  See the module docstring.
 
-    ``replicate(setting, method, seed) -> ReplicationResult`` defaults to
-    ``study.run_replication`` (a different callable must be importable on the workers).
+    ``replicate(setting, method, seed) -> ReplicationResult`` defaults to the plan's hook (replay
+    studies) or ``study.run_replication`` (a different callable must be importable on the workers;
+    it is pickled once and shipped to them through the object store, with any data it carries).
     ``stop_after_batches`` stops early after that many batches are stored (simulates an
     interruption; used by the tests).
     """
@@ -647,8 +716,11 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
     dirs = dataset_dirs(out, plan.study)
     fingerprint = plan.fingerprint()
     if record_intervals is None:
-        record_intervals = any(dict(c.overrides).get("ci_every", SETTINGS[c.setting].ci_every) > 0
-                               for c in plan.cells)
+        record_intervals = any(c.resolve().ci_every > 0 for c in plan.cells)
+    if replicate is None:
+        replicate = plan.replicate
+    if replicate is None and any(c.base is not None for c in plan.cells):
+        raise ValueError(f"study {plan.study!r} needs a replicate hook (build the plan with make_plan)")
 
     if fresh:
         for d in dirs.values():
@@ -838,6 +910,10 @@ def _describe_difference(old, new) -> str:
     for key in ("study", "root_seed", "package_version"):
         if old.get(key) != new.get(key):
             diffs.append(f"{key}: stored {old.get(key)!r}, requested {new.get(key)!r}")
+    if old.get("replay") != new.get("replay"):
+        a, b = old.get("replay") or {}, new.get("replay") or {}
+        changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        diffs.append(f"the replay's data, code or options changed ({', '.join(changed)})")
     if old.get("cells") != new.get("cells"):
         o = {(c["setting"], c["method"], c["M"]): c for c in old.get("cells", [])}
         n = {(c["setting"], c["method"], c["M"]): c for c in new.get("cells", [])}

@@ -7,6 +7,11 @@
   replications (paper Figures 2-3).
 * ``reg_setting_<S>_T0_<T0>_T_<T>_M_<M>`` / ``err_setting_...``: the M-sweep panels, named as in
   the paper's appendix; ``msweep_<S>``: final R(T) and error against M.
+* LLM-ranking replays (studies ``llm``, ``arena``, ``byo``): ``<study>_regret`` (the paper's
+  real-data figure: R(t) and relative error, all methods, Monte Carlo bands) and, for ``llm`` and
+  ``byo``, ``<study>_diagrams`` / ``<study>_diagrams_ci`` (ranking diagrams at t = 200, ..., 1600,
+  point and uncertainty-aware, from one RB replication whose snapshots are stored in
+  ``<study>/_diagrams.npz``).  Captions say what is real and what is generated.
 """
 from __future__ import annotations
 
@@ -90,8 +95,10 @@ def _curve_panel(ax, frame, metric, ylabel, T0=None):
                     textcoords="offset points", fontsize=8, color="0.3")
 
 
-def regret_figures(out, study="regret", directory=None) -> list:
-    """One figure per setting: log R(t) and log relative error vs t."""
+def regret_figures(out, study="regret", directory=None, *, label=None, stem=None, caption=None,
+                   legend_loc="best") -> list:
+    """One figure per setting: log R(t) and log relative error vs t.  ``label`` replaces "Setting
+    <S>" in the titles, ``stem`` the file name, ``caption`` adds a note under the panels."""
     plt = _plt()
     stats = trajectory_stats(out, study)
     directory = Path(directory or Path(out) / "figures")
@@ -100,19 +107,33 @@ def regret_figures(out, study="regret", directory=None) -> list:
         return paths
     for (setting, M, T0, T), frame in stats.groupby(["setting", "M", "T0", "T"], sort=True):
         n = int(frame["n"].max())
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        name = label or f"Setting {setting}"
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8 + (0.6 if caption else 0)))
         _curve_panel(axes[0], frame, "reg", "average regret R(t) (log scale)", T0)
         _curve_panel(axes[1], frame, "err", "relative error (log scale)", T0)
-        axes[0].set_title(f"Setting {setting}: regret")
-        axes[1].set_title(f"Setting {setting}: " + r"$\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$")
-        axes[0].legend(loc="best", fontsize=8, framealpha=0.9)
-        fig.suptitle(f"Setting {setting} (M={M}, T0={T0}, T={T}); mean over {n} replications, "
+        axes[0].set_title(f"{name}: regret" if label is None else "average regret R(t)")
+        axes[1].set_title((f"{name}: " if label is None else "relative error ")
+                          + r"$\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$")
+        axes[0].legend(loc=legend_loc, fontsize=8, framealpha=0.9)
+        fig.suptitle(f"{name} (M={M}, T0={T0}, T={T}); mean over {n} replications, "
                      f"bands = $\\pm$2 MC SE", fontsize=10)
-        fig.tight_layout()
+        if caption:
+            _caption(fig, caption)
+        else:
+            fig.tight_layout()
         suffix = "" if study == "regret" else f"_{study}"
-        paths += _save(fig, directory, f"regret_{setting}{suffix}")
+        paths += _save(fig, directory, stem or f"regret_{setting}{suffix}")
         plt.close(fig)
     return paths
+
+
+def _caption(fig, text, width=150, fontsize=8):
+    """A wrapped note under the panels (tight layout keeps room for it)."""
+    import textwrap
+    lines = textwrap.wrap(text, width)
+    fig.text(0.5, 0.005, "\n".join(lines), ha="center", va="bottom", fontsize=fontsize, color="0.2")
+    height = fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, min(0.4, (len(lines) * fontsize * 1.45 + 6) / 72 / height), 1, 1))
 
 
 def msweep_figures(out, study="msweep", directory=None) -> list:
@@ -245,6 +266,140 @@ def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
     return paths
 
 
+# --------------------------------------------------------------------------------------------
+# The LLM-ranking replays
+# --------------------------------------------------------------------------------------------
+
+# What the figures say about each replay's data (what is real, what is generated).
+REPLAY_TEXT = {
+    "llm": {
+        "label": "LLM ranking replay, GENERATED judgments",
+        "caption": ("Five LLMs on 100 MMLU anatomy questions. Prompts (the first 100 anatomy questions of MMLU) and "
+                    "their all-MiniLM-L6-v2 embeddings (x = (1, 9 principal components)) are real. The judgments "
+                    "are GENERATED from a contextual BTL whose overall strengths are fitted to real Chatbot Arena "
+                    "votes; they stand in for the paper's GPT-4 judgments. theta* = BT MLE on the whole generated "
+                    "pool."),
+    },
+    "arena": {
+        "label": "Chatbot Arena replay",
+        "caption": ("129 models, non-contextual (d = 1, x = 1). Each outcome is drawn from the chosen pair's real "
+                    "Chatbot Arena votes (1.67M human votes; a tie of either kind is half a win each); the graph "
+                    "is the 3,460 pairs with votes; theta* = BT MLE on all votes."),
+    },
+    "byo": {
+        "label": "Bring-your-own judgments replay",
+        "caption": ("Outcomes are drawn from the judgments in the user's file (ties as half a win each); "
+                    "theta* = BT MLE on all of them."),
+    },
+}
+
+DIAGRAMS_FILE = "_diagrams.npz"
+MAX_DIAGRAM_MODELS = 12  # more models than this make an unreadable diagram (the arena has 129)
+
+
+def diagrams_path(out, study) -> Path:
+    return engine.dataset_dirs(out, study)["trajectory"] / DIAGRAMS_FILE
+
+
+def _fingerprint_sha(plan) -> str:
+    import hashlib
+    import json
+    return hashlib.sha256(json.dumps(plan.fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def store_diagram_panels(out, plan, method="RB", log=None):
+    """Compute (in this process, no Ray) and store the ranking-diagram snapshots of ``plan``: one
+    ``method`` replication with the seed of replication 0 (the environment every method's
+    replication 0 sees), theta(t) and the debiased (theta_d, Phi_11) at t = 200, 400, ..., 1600
+    (:func:`study.llm.runs.diagram_times`).  Skipped (returns None) when they are already stored
+    for this configuration or the replay has too many models for a diagram."""
+    from .llm.runs import diagram_panels, diagram_times
+    cell = plan.cells[0]
+    setting = cell.resolve()
+    if cell.base is None or setting.n_items > MAX_DIAGRAM_MODELS:
+        return None
+    path = diagrams_path(out, plan.study)
+    sha = _fingerprint_sha(plan)
+    if path.exists():
+        with np.load(path, allow_pickle=False) as stored:
+            if str(stored["fingerprint_sha256"]) == sha:
+                return None
+    seed = engine.replication_seed(plan.root_seed, plan.study, cell.setting, 0)
+    times = diagram_times(setting.T)
+    if log is not None:
+        log(f"[{plan.study}] ranking-diagram snapshots: one {method} replication (seed {seed}, T={setting.T}) "
+            "in this process")
+    point, ci, env = diagram_panels(seed, setting, method, times, replay=plan.replicate)
+    n, d = setting.n_items, setting.dim
+    has_ci = np.array([ci[t] is not None for t in times])
+    theta_d = np.stack([ci[t][0] if ci[t] is not None else np.zeros((n, d)) for t in times])
+    phi11 = np.stack([ci[t][1] if ci[t] is not None else np.zeros((n * d, n * d)) for t in times])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"_tmp-{os.getpid()}-{DIAGRAMS_FILE}")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, times=np.array(times), point=np.stack([point[t] for t in times]), has_ci=has_ci,
+                 theta_d=theta_d, phi11=phi11, contexts=np.asarray(env.question_contexts, dtype=float),
+                 labels=np.array([str(x) for x in getattr(env, "labels", env.models)]), method=np.array(method),
+                 seed=np.array(seed, dtype=np.int64), T=np.array(setting.T), T0=np.array(setting.T0),
+                 M=np.array(setting.M), fingerprint_sha256=np.array(sha))
+    os.replace(tmp, path)
+    return path
+
+
+def load_diagram_panels(out, study):
+    """The stored snapshots as (point_panels, ci_panels, info) or None."""
+    path = diagrams_path(out, study)
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as z:
+        times = [int(t) for t in z["times"]]
+        point = {t: z["point"][k] for k, t in enumerate(times)}
+        ci = {t: ((z["theta_d"][k], z["phi11"][k]) if z["has_ci"][k] else None) for k, t in enumerate(times)}
+        info = {"contexts": z["contexts"], "labels": [str(x) for x in z["labels"]], "method": str(z["method"]),
+                "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"])}
+    return point, ci, info
+
+
+def replay_figures(out, study, directory=None) -> list:
+    """``<study>_regret`` from the Parquet and, when snapshots are stored, ``<study>_diagrams`` and
+    ``<study>_diagrams_ci``; captions say which data are real and which are generated."""
+    from .llm.diagrams import plot_ranking_diagrams
+    plt = _plt()
+    out = Path(out)
+    directory = Path(directory or out / "figures")
+    text = dict(REPLAY_TEXT[study])
+    replay = ((engine.read_manifest(out, study) or {}).get("fingerprint") or {}).get("replay") or {}
+    if study == "byo" and replay:
+        text["caption"] += (f" The file: {replay.get('n_models')} models, {replay.get('n_questions')} questions, "
+                            f"{replay.get('n_judgments')} judgments (SHA-256 {str(replay.get('judgments_sha256'))[:12]}...).")
+    paths = regret_figures(out, study, directory, label=text["label"], stem=f"{study}_regret",
+                           caption=text["caption"], legend_loc="lower left")
+    stored = load_diagram_panels(out, study)
+    if stored is None:
+        return paths
+    point, ci, info = stored
+    times = sorted(point)
+    n_q = len(info["contexts"])
+    stage = (f"all before T0 = {info['T0']}: exploration stage, constrained MLE"
+             if max(times) <= info["T0"] else f"T0 = {info['T0']}")
+    where = f"{info['method']} replication (seed {info['seed']}, {stage})"
+    common = (f"An arrow i -> j: {{rule}} for more than 95% of the {n_q} question contexts x. Transitive "
+              f"reduction; best at the top. One {where}. ")
+    for uncertainty, suffix, rule, title in (
+            (False, "diagrams", "model i's score x'theta_i(t) exceeds model j's",
+             "Ranking diagrams from the estimate theta(t)"),
+            (True, "diagrams_ci", "the 95% CI of x'(theta_i - theta_j), from the debiased estimate and the full "
+                                  "covariance Phi_11(t), lies above 0",
+             "Uncertainty-aware ranking diagrams (95% CIs)")):
+        panels = ci if uncertainty else point
+        fig, _ = plot_ranking_diagrams(panels, info["contexts"], info["labels"], uncertainty=uncertainty,
+                                       title=f"{text['label']}: {title}, t = {', '.join(map(str, times))}")
+        _caption(fig, common.format(rule=rule) + text["caption"], width=170)
+        paths += _save(fig, directory, f"{study}_{suffix}")
+        plt.close(fig)
+    return paths
+
+
 def draw_all(out) -> list:
     """Every figure whose study is stored under ``out``."""
     out = Path(out)
@@ -255,4 +410,7 @@ def draw_all(out) -> list:
         paths += coverage_figures(out, "coverage")
     if engine._parts(engine.dataset_dirs(out, "msweep")["trajectory"]):
         paths += msweep_figures(out, "msweep")
+    for study in engine.REPLAY_STUDIES:
+        if engine._parts(engine.dataset_dirs(out, study)["trajectory"]):
+            paths += replay_figures(out, study)
     return paths

@@ -61,7 +61,7 @@ def study_summary(out, study) -> pd.DataFrame:
 
 
 def summary_table(out) -> pd.DataFrame:
-    frames = [study_summary(out, s) for s in engine.STUDY_NAMES]
+    frames = [study_summary(out, s) for s in engine.STUDY_NAMES + engine.REPLAY_STUDIES]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
@@ -80,8 +80,11 @@ def to_markdown(table: pd.DataFrame) -> str:
              "R(T) = average regret; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
              "CP = fraction of the n·d 95% intervals covering the truth at t = T.", ""]
     titles = {"regret": "Regret study (paper Figure 1)", "coverage": "Coverage study (paper Figures 2–3)",
-              "msweep": "M-sweep (paper appendix)"}
-    for study in engine.STUDY_NAMES:
+              "msweep": "M-sweep (paper appendix)",
+              "llm": "LLM ranking replay (real MMLU anatomy prompts and embeddings, GENERATED judgments)",
+              "arena": "Chatbot Arena replay (129 models, real votes)",
+              "byo": "Bring-your-own judgments replay"}
+    for study in engine.STUDY_NAMES + engine.REPLAY_STUDIES:
         sub = table[table["study"] == study]
         if sub.empty:
             continue

@@ -213,17 +213,5 @@ def fit_theta_star(inputs: dict, *, ridge: float = 0.0) -> np.ndarray:
 def load_byo(path, seed, *, T: int = LLM_T, M: int = LLM_M, dim: int = 10, ridge: float = 0.0,
              embedder=None) -> JudgmentReplay:
     """Replay environment for a judgments file (see the module docstring for the format)."""
-    frame = read_judgments(path)
-    inputs = replay_inputs(frame, dim=dim, embedder=embedder)
-    try:
-        theta_star = fit_theta_star(inputs, ridge=ridge)
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
-    try:
-        env = JudgmentReplay(inputs["contexts"], inputs["edges"], inputs["counts"], theta_star, seed, T=T, M=M,
-                             models=inputs["models"], question_ids=inputs["question_ids"])
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
-    env.labels = list(inputs["models"])
-    env.source = str(path)
-    return env
+    from .runs import read_byo
+    return read_byo(path, dim=dim, ridge=ridge, embedder=embedder).environment(seed, T=T, M=M)

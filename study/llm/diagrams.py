@@ -137,7 +137,7 @@ def draw_diagram(ax, adj, labels, mean_scores=None, title=None, reduce: bool = T
 
 
 def plot_ranking_diagrams(panels, contexts, labels, path=None, *, uncertainty: bool = False, threshold=0.95,
-                          level=0.95, caption=None, ncols: int = 4):
+                          level=0.95, caption=None, ncols: int = 4, title=None):
     """One panel per time.  ``panels`` maps t to theta(t) (point version) or, with
     ``uncertainty=True``, to (theta_d, phi11) or to None (CI not yet available).  Returns the figure
     (saved to ``path`` when given) and a dict t -> reduced adjacency (None where unavailable)."""
@@ -167,6 +167,8 @@ def plot_ranking_diagrams(panels, contexts, labels, path=None, *, uncertainty: b
         reduced[t] = draw_diagram(ax, adj, labels, mean_scores, title=f"t = {t}")
     for ax in axes[len(times):]:
         ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
     if caption:
         fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=7, wrap=True)
         fig.tight_layout(rect=(0, 0.06, 1, 1))

@@ -1,0 +1,179 @@
+"""The LLM-ranking job (jobs/llm_ranking.py -> study.cli.main_llm): the llm replay end to end on the
+Ray engine at a tiny size, bring-your-own judgments end to end (the parsed file travels with the
+tasks), and bad input rejected with exit status 2 before Ray starts."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study import cli, engine, figures
+from study.llm import runs
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--set", "T=60", "--set", "T0=20", "--no-progress"]
+
+CONTEXTS = {"q1": [1.0, 0.5], "q2": [1.0, -0.5], "q3": [1.0, 0.1]}
+ROWS = [  # question_id, model_a, model_b, winner
+    ("q1", "alpha", "beta", "a"), ("q1", "beta", "alpha", "a"), ("q1", "alpha", "beta", "tie"),
+    ("q2", "alpha", "beta", "b"), ("q2", "beta", "gamma", "a"), ("q2", "gamma", "beta", "a"),
+    ("q3", "alpha", "gamma", "tie"), ("q3", "gamma", "alpha", "b"), ("q3", "beta", "gamma", "B"),
+    ("q1", "gamma", "beta", "b"), ("q3", "alpha", "beta", "a"), ("q2", "alpha", "gamma", "b"),
+]
+
+
+def write_judgments(path, rows=ROWS):
+    pd.DataFrame({"question_id": [r[0] for r in rows], "model_a": [r[1] for r in rows],
+                  "model_b": [r[2] for r in rows], "winner": [r[3] for r in rows],
+                  "context": [json.dumps(CONTEXTS[r[0]]) for r in rows]}).to_csv(path, index=False)
+    return path
+
+
+def figure_files(out, stems):
+    return {stem: [(Path(out) / "figures" / f"{stem}.{ext}") for ext in ("pdf", "png")] for stem in stems}
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans (no Ray)
+# ---------------------------------------------------------------------------------------------
+
+def test_llm_plan_has_the_paper_configuration():
+    plan = engine.make_plan("llm")
+    assert plan.reps == 50 and [c.method for c in plan.cells] == list(engine.METHODS)
+    setting = plan.cells[0].resolve()
+    assert (setting.T, setting.T0, setting.M, setting.init_var, setting.n_items, setting.dim) == (5000, 3000, 1, 5.0, 5, 10)
+    fingerprint = plan.fingerprint()
+    assert fingerprint["replay"]["replay"] == "llm" and len(fingerprint["replay"]["data_sha256"]) == 64
+    assert isinstance(plan.replicate, runs.Replay) and plan.replicate.name == "llm"
+    # the paper's simulation studies are unchanged: no replay provenance, not in jobs/paper.py
+    assert "replay" not in engine.make_plan("regret").fingerprint()
+    paper_help = cli.build_parser("paper").format_help()
+    assert "llm" not in paper_help.split("--studies")[1].split("\n")[0]
+    with pytest.raises(ValueError, match="fixed by the 'llm' replay"):
+        engine.make_plan("llm", overrides={"init_var": 1.0})
+    with pytest.raises(ValueError, match="needs a judgments file"):
+        engine.make_plan("byo")
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end on the session Ray
+# ---------------------------------------------------------------------------------------------
+
+def test_llm_job_end_to_end(ray_session, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    args = ["--out", str(out), "--reps", "2", *TINY]
+    assert cli.main_llm(args) == 0
+    df = engine.load(out, "llm")
+    assert len(df) == 5 * 2 * 60
+    assert set(df.study) == {"llm"} and set(df.setting) == {"llm"} and set(df.method) == set(engine.METHODS)
+    assert (df["T0"] == 20).all() and (df["M"] == 1).all()
+    assert (df.groupby("rep")["seed"].nunique() == 1).all()  # common random numbers across methods
+    manifest = engine.read_manifest(out, "llm")
+    assert manifest["status"] == "complete" and manifest["overrides"] == {"T": 60, "T0": 20}
+    assert manifest["fingerprint"]["replay"]["replay"] == "llm"
+    # a stored row is reproduced by the replay hook with its seed
+    row = df[(df.method == "ERA") & (df.rep == 1)]
+    again = runs.Replay("llm")(runs.llm_setting(T=60, T0=20), "ERA", int(row.seed.iloc[0]))
+    np.testing.assert_array_equal(row["avg_regret"].to_numpy(), again.trajectory["avg_regret"])
+    # figures: regret with bands, ranking diagrams (point and CI) at the diagram times
+    files = figure_files(out, ["llm_regret", "llm_diagrams", "llm_diagrams_ci"])
+    for paths in files.values():
+        assert all(p.stat().st_size > 1000 for p in paths)
+    with np.load(out / "llm" / "_diagrams.npz") as z:
+        assert tuple(z["times"]) == runs.diagram_times(60) and z["point"].shape == (8, 5, 10)
+        assert [str(x) for x in z["labels"]] == ["LLaMA-1", "LLaMA-2", "Alpaca", "GPT-3.5", "GPT-4o mini"]
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary.study) == {"llm"} and len(summary) == 5
+    assert "GENERATED judgments" in (out / "summary.md").read_text()
+    # a rerun resumes (nothing to compute); --figures-only redraws from the stored results
+    assert cli.main_llm(args + ["--no-figures"]) == 0
+    assert engine.read_manifest(out, "llm")["runs"][-1]["computed"] == 0
+    for paths in files.values():
+        for p in paths:
+            p.unlink()
+    assert cli.main_llm(["--out", str(out), "--reps", "2", *TINY, "--figures-only"]) == 0
+    assert all(p.exists() for paths in files.values() for p in paths)
+    # jobs/figures.py draws the replay's figures, too
+    drawn = []
+    monkeypatch.setattr(figures, "replay_figures", lambda out, study: drawn.append(study) or [])
+    assert cli.main_figures(["--out", str(out)]) == 0
+    assert drawn == ["llm"]
+
+
+def test_byo_job_end_to_end(ray_session, tmp_path, monkeypatch):
+    path = write_judgments(tmp_path / "judgments.csv")
+    out = tmp_path / "out"
+    args = ["--judgments", str(path), "--out", str(out), "--methods", "RB", "ETA", "--set", "T=40",
+            "--set", "T0=15", "--no-progress"]
+    assert cli.main_llm(args + ["--reps", "2"]) == 0
+    df = engine.load(out, "byo")
+    assert len(df) == 2 * 2 * 40 and set(df.study) == {"byo"}
+    assert df["major"].between(0, 2).all() and df["other"].between(0, 2).all()
+    replay = engine.read_manifest(out, "byo")["fingerprint"]["replay"]
+    assert replay["n_models"] == 3 and replay["n_judgments"] == len(ROWS)
+    for paths in figure_files(out, ["byo_regret", "byo_diagrams", "byo_diagrams_ci"]).values():
+        assert all(p.stat().st_size > 1000 for p in paths)
+
+    # the workers never read the file: the parsed judgments travel with the tasks
+    plan = engine.make_plan("byo", reps=3, methods=["RB", "ETA"], overrides={"T": 40, "T0": 15},
+                            source={"judgments": str(path)})
+    path.rename(tmp_path / "moved.csv")
+    monkeypatch.delenv(runs.BYO_ENV_VAR, raising=False)
+    monkeypatch.setattr(runs, "_BYO", {})
+    report = engine.run_study(plan, out, progress=False)
+    assert report.ok and report.computed == 2 and report.stored_before == 4
+    assert engine.load(out, "byo")["rep"].nunique() == 3
+
+    # other judgments in the same --out are refused (exit 2) unless --fresh
+    changed = [r if k != 3 else (r[0], r[1], r[2], "a") for k, r in enumerate(ROWS)]
+    write_judgments(path, changed)
+    with pytest.raises(SystemExit) as exc:
+        cli.main_llm(args + ["--reps", "2"])
+    assert exc.value.code == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: exit status 2, nothing written, no Ray
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("extra, message", [
+    (["--judgments", "{bad}"], "row 3 (file line 4), column 'winner': expected one of 'a', 'b', 'tie'"),
+    (["--judgments", "{missing}"], "no such file"),
+    (["--arena", "--judgments", "{bad}"], "not allowed with argument"),
+    (["--dim", "3"], "--dim and --ridge apply to --judgments only"),
+    (["--set", "init_var=1"], "fixed by the 'llm' replay"),
+    (["--set", "T0=9000"], "T0 must lie in"),
+    (["--figures-only", "--fresh"], "mutually exclusive"),
+])
+def test_bad_input_rejected_in_process(tmp_path, capsys, extra, message):
+    bad = write_judgments(tmp_path / "bad.csv", [r if k != 2 else (r[0], r[1], r[2], "x") for k, r in enumerate(ROWS)])
+    extra = [a.format(bad=bad, missing=tmp_path / "none.csv") for a in extra]
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        cli.main_llm(["--out", str(out), *extra])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_bad_judgments_file_rejected_before_ray(tmp_path):
+    """As a user runs it: exit status 2 naming row and column, quickly, no Ray started, nothing written."""
+    bad = write_judgments(tmp_path / "bad.csv", [r if k != 2 else (r[0], r[1], r[2], "x") for k, r in enumerate(ROWS)])
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    env.pop("RAY_ADDRESS", None)
+    start = time.perf_counter()
+    res = subprocess.run([sys.executable, str(ROOT / "jobs" / "llm_ranking.py"), "--judgments", str(bad),
+                          "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60, env=env,
+                         cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert f"{bad}: row 3 (file line 4), column 'winner'" in res.stderr
+    assert "Traceback" not in res.stderr and "Ray" not in res.stderr
+    assert time.perf_counter() - start < 30
+    assert not (tmp_path / "out").exists()
