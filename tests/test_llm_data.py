@@ -4,7 +4,7 @@ import pytest
 
 from study.llm import (FIVE_MODELS, ArenaReplay, JudgmentReplay, LLMReplay, load_arena, load_contexts,
                        load_judgment_pool, load_meta, load_questions)
-from study.llm.environment import _is_connected
+from study.graph import is_connected
 
 
 def test_questions_are_the_first_100_anatomy_rows():
@@ -47,7 +47,7 @@ def test_arena_votes():
     arena = load_arena()
     assert len(arena.models) == 129 and len(arena.pairs) == 3460
     assert arena.n_votes == 1_670_250
-    assert _is_connected(arena.pairs, 129)
+    assert is_connected(arena.pairs, 129)
     for m in FIVE_MODELS:
         assert m in arena.models
     theta = dict(zip(arena.models, arena.theta_star))

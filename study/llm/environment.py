@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..environment import seed_sequence
+from ..graph import is_connected
 from .data import load_arena, load_judgment_pool
 
 __all__ = ["JudgmentReplay", "LLMReplay", "ArenaReplay", "LLM_T", "LLM_M", "ARENA_T", "ARENA_M", "INIT_VAR"]
@@ -41,32 +43,11 @@ ARENA_M = 10
 INIT_VAR = 5.0
 
 
-def _seed_sequence(seed) -> np.random.SeedSequence:
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or a numpy SeedSequence, got {seed!r}")
-    return np.random.SeedSequence(int(seed))
-
-
 def _positive_int(name, value) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
-
-def _is_connected(edges: np.ndarray, n: int) -> bool:
-    parent = list(range(n))
-
-    def find(a):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    for a, b in edges:
-        parent[find(int(a))] = find(int(b))
-    return len({find(a) for a in range(n)}) == 1
 
 
 class JudgmentReplay:
@@ -98,7 +79,7 @@ class JudgmentReplay:
             raise ValueError(f"edges must be a non-empty (E, 2) array, got shape {edges.shape}")
         if not np.all((edges[:, 0] < edges[:, 1]) & (edges[:, 0] >= 0) & (edges[:, 1] < n)):
             raise ValueError("edges must hold index pairs a < b within [0, n_items)")
-        if not _is_connected(edges, n):
+        if not is_connected(edges, n):
             raise ValueError("the comparison graph (pairs with judgments) is not connected")
         counts = np.asarray(counts, dtype=np.int64)
         if counts.shape != (X.shape[0], len(edges), 3) or np.any(counts < 0):
@@ -119,7 +100,7 @@ class JudgmentReplay:
         self._cum = np.cumsum(counts, axis=2)  # (Q, E, 3)
         self._pair_cum = np.cumsum(pair_counts, axis=1)  # (E, 3)
 
-        question_ss, outcome_ss, init_ss, self.policy_seed = _seed_sequence(seed).spawn(4)
+        question_ss, outcome_ss, init_ss, self.policy_seed = seed_sequence(seed).spawn(4)
         Q = X.shape[0]
         if question_weights is None:
             self.questions = np.random.default_rng(question_ss).integers(0, Q, size=self.T)
