@@ -229,7 +229,7 @@ def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
                                  sharex=True, sharey=True, squeeze=False)
         per = frame.groupby(["item", "t"])["cp"].agg(["mean", "min", "max"]).reset_index()
         lo_w, hi_w = wilson_band(level, n_reps)
-        ymin = min(0.5, float(per["min"].min()) - 0.02)
+        ymin = min(0.85, float(per["min"].min()) - 0.02)  # zoom in where the CPs are; widen if they fall
         for item in range(nrows * ncols):
             ax = axes[item // ncols][item % ncols]
             if item >= n_items:
