@@ -95,17 +95,23 @@ def _curve_panel(ax, frame, metric, ylabel, T0=None):
                     textcoords="offset points", fontsize=8, color="0.3")
 
 
+def _cell_groups(out, study, directory):
+    """The figure directory, the curve statistics of a stored study and their per-(setting, M,
+    T0, T) groups."""
+    stats = trajectory_stats(out, study)
+    directory = Path(directory or Path(out) / "figures")
+    groups = [] if stats.empty else list(stats.groupby(["setting", "M", "T0", "T"], sort=True))
+    return directory, stats, groups
+
+
 def regret_figures(out, study="regret", directory=None, *, label=None, stem=None, caption=None,
                    legend_loc="best") -> list:
     """One figure per setting: log R(t) and log relative error vs t.  ``label`` replaces "Setting
     <S>" in the titles, ``stem`` the file name, ``caption`` adds a note under the panels."""
     plt = _plt()
-    stats = trajectory_stats(out, study)
-    directory = Path(directory or Path(out) / "figures")
+    directory, stats, groups = _cell_groups(out, study, directory)
     paths = []
-    if stats.empty:
-        return paths
-    for (setting, M, T0, T), frame in stats.groupby(["setting", "M", "T0", "T"], sort=True):
+    for (setting, M, T0, T), frame in groups:
         n = int(frame["n"].max())
         name = label or f"Setting {setting}"
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8 + (0.6 if caption else 0)))
@@ -139,12 +145,9 @@ def _caption(fig, text, width=150, fontsize=8):
 def msweep_figures(out, study="msweep", directory=None) -> list:
     """The appendix panels, one file per (setting, M) and metric, plus a final-value summary."""
     plt = _plt()
-    stats = trajectory_stats(out, study)
-    directory = Path(directory or Path(out) / "figures")
+    directory, stats, groups = _cell_groups(out, study, directory)
     paths = []
-    if stats.empty:
-        return paths
-    for (setting, M, T0, T), frame in stats.groupby(["setting", "M", "T0", "T"], sort=True):
+    for (setting, M, T0, T), frame in groups:
         n = int(frame["n"].max())
         for metric, prefix, ylabel in (("reg", "reg", "average regret R(t) (log scale)"),
                                        ("err", "err", "relative estimation error (log scale)")):

@@ -6,22 +6,23 @@
   automatically sum-to-zero, because L_t is invariant to adding one vector to every theta_i).
 
 Both are solved by one routine: safeguarded Newton (Armijo backtracking) on the sum-zero
-subspace theta = Q beta (Q orthonormal Helmert contrasts), warm-started; the ball constraints
+subspace theta = Q beta (Q orthonormal Helmert contrasts), warm-started from theta(t-1) and from
+the previous step's Cholesky factor with the new row folded in by a Woodbury update (chord
+steps, undone and refactorised when they do not cut the residual tenfold); the ball constraints
 are handled by per-item Lagrange multipliers nu_i >= 0 found by projected Newton ascent on the
-(concave) dual, each dual point solved by the inner Newton.  Stopping rule: the KKT residual,
-||Q'(grad F)||_inf <= tol * (1 + total comparisons) with tol = 1e-13 (tight, because the
-tie-break term below has tiny curvature), and ball violation/complementarity below
-``BALL_TOL * gamma^2`` (BALL_TOL = 1e-5).
+(concave) dual, each dual point solved by the inner Newton.  Stopping rule: the KKT residual
+||Q'(grad F)||_inf <= tol * (1 + total comparisons) with tol = 1e-11 (1e-10 with a ridge), and
+ball violation/complementarity below ``BALL_TOL * gamma^2`` (BALL_TOL = 1e-5).
 
 Tie-break.  Early on the data leave directions of theta unidentified (items or directions not yet
 compared) and stage-1's argmin is a whole affine set.  We pick a point of it explicitly: add the
 proximal term eps/2 ||theta - theta_ref||^2 with eps = ``TIE_BREAK_WEIGHT`` (1 + sum_k m_k) / n,
-TIE_BREAK_WEIGHT = 1e-6, about 1e-6 of the data's average curvature per item, so it moves
-identified directions by a relative O(1e-6), and a final polish (chord steps on the loss
-without the term, see ``_polish``) removes even that; its minimiser tends, as eps -> 0, to the
-point of the argmin set nearest theta_ref.  ``tie_break='nearest'`` uses the previous estimate as
-theta_ref (data-silent directions keep their value from theta(0)); ``'min_norm'`` uses 0
-(the minimum-norm argmin).  The term is used only when the objective has no ridge.
+TIE_BREAK_WEIGHT = 1e-4 of the data's average curvature per item; its minimiser tends, as
+eps -> 0, to the point of the argmin set nearest theta_ref, and a final polish (chord steps on
+the loss without the term, see ``_polish``) removes its pull in identified directions.
+``tie_break='nearest'`` uses the previous estimate as theta_ref (data-silent directions keep
+their value from theta(0)); ``'min_norm'`` uses 0 (the minimum-norm argmin).  The term is used
+only when the objective has no ridge and is dropped (``prox=0``) once the data identify theta.
 """
 from __future__ import annotations
 
