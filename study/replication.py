@@ -20,7 +20,7 @@ from .inference import DebiasResult, debias_data
 from .likelihood import ComparisonData
 from .mle import contrast_basis, identified, new_row_term, solve
 from .policies import make_policy
-from .result import INTERVAL_COLUMNS, ReplicationResult
+from .result import INTERVAL_COLUMNS, INTERVAL_DTYPES, ReplicationResult
 from .settings import check_method, resolve_setting
 
 
@@ -102,6 +102,7 @@ def _run(env, method, setting, *, policy_seed, snapshot_times, seed) -> Replicat
     regret = np.zeros(T)
     rel_error = np.zeros(T)
     ci_rows = {name: [] for name in INTERVAL_COLUMNS}
+    items, dims = np.meshgrid(np.arange(n), np.arange(env.dim), indexing="ij")
     ci_from = None
     z = norm.ppf(0.5 + setting.ci_level / 2.0)
     grid = setting.ci_every
@@ -123,7 +124,6 @@ def _run(env, method, setting, *, policy_seed, snapshot_times, seed) -> Replicat
                 ci_from = t if ci_from is None else ci_from
                 se = db.se
                 truth = theta_star
-                items, dims = np.meshgrid(np.arange(n), np.arange(env.dim), indexing="ij")
                 lower, upper = db.theta_d - z * se, db.theta_d + z * se
                 for name, values in (("t", np.full(n * env.dim, t)), ("item", items.ravel()), ("dim", dims.ravel()),
                                      ("estimate", db.theta_d.ravel()), ("se", se.ravel()),
@@ -134,8 +134,7 @@ def _run(env, method, setting, *, policy_seed, snapshot_times, seed) -> Replicat
                 snapshots[t] = (estimate.theta.copy(), db)
 
     intervals = {}
-    for name in INTERVAL_COLUMNS:
-        dtype = np.int64 if name in ("t", "item", "dim") else (bool if name == "covered" else float)
+    for name, dtype in INTERVAL_DTYPES.items():
         intervals[name] = np.concatenate(ci_rows[name]).astype(dtype) if ci_rows[name] else np.zeros(0, dtype=dtype)
     steps = np.arange(1, T + 1)
     trajectory = {"t": steps, "major": major_arr, "other": other_arr, "explored": explored_arr,

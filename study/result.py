@@ -8,6 +8,8 @@ import pandas as pd
 
 TRAJECTORY_COLUMNS = ("t", "major", "other", "explored", "regret", "avg_regret", "rel_error")
 INTERVAL_COLUMNS = ("t", "item", "dim", "estimate", "se", "lower", "upper", "truth", "covered")
+INTERVAL_DTYPES = {name: np.int64 if name in ("t", "item", "dim") else (bool if name == "covered" else float)
+                   for name in INTERVAL_COLUMNS}
 
 
 @dataclass
@@ -45,9 +47,3 @@ class ReplicationResult:
     @property
     def final_error(self) -> float:
         return float(self.trajectory["rel_error"][-1])
-
-
-def empty_intervals() -> dict:
-    ints = ("t", "item", "dim")
-    return {name: np.zeros(0, dtype=np.int64 if name in ints else (bool if name == "covered" else float))
-            for name in INTERVAL_COLUMNS}

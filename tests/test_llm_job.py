@@ -3,7 +3,6 @@ Ray engine at a tiny size, bring-your-own judgments end to end (the parsed file 
 tasks), and bad input rejected with exit status 2 before Ray starts."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,23 +15,13 @@ import pytest
 
 from study import cli, engine, figures
 from study.llm import runs
+from test_llm_byo import ROWS, frame  # the same tiny judgments file as the BYO loader tests
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--set", "T=60", "--set", "T0=20", "--no-progress"]
 
-CONTEXTS = {"q1": [1.0, 0.5], "q2": [1.0, -0.5], "q3": [1.0, 0.1]}
-ROWS = [  # question_id, model_a, model_b, winner
-    ("q1", "alpha", "beta", "a"), ("q1", "beta", "alpha", "a"), ("q1", "alpha", "beta", "tie"),
-    ("q2", "alpha", "beta", "b"), ("q2", "beta", "gamma", "a"), ("q2", "gamma", "beta", "a"),
-    ("q3", "alpha", "gamma", "tie"), ("q3", "gamma", "alpha", "b"), ("q3", "beta", "gamma", "B"),
-    ("q1", "gamma", "beta", "b"), ("q3", "alpha", "beta", "a"), ("q2", "alpha", "gamma", "b"),
-]
-
-
 def write_judgments(path, rows=ROWS):
-    pd.DataFrame({"question_id": [r[0] for r in rows], "model_a": [r[1] for r in rows],
-                  "model_b": [r[2] for r in rows], "winner": [r[3] for r in rows],
-                  "context": [json.dumps(CONTEXTS[r[0]]) for r in rows]}).to_csv(path, index=False)
+    frame(rows).to_csv(path, index=False)
     return path
 
 
