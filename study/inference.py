@@ -30,9 +30,24 @@ class DebiasResult:
 
     theta_d: np.ndarray  # (n, d)
     cov: np.ndarray  # (n, d, d): diagonal blocks of Phi_11
-    phi11: np.ndarray  # (nd, nd), item-major index i*d + k
     available: bool
     condition: float  # condition number of C' H C (inf when singular)
+    reduced_inverse: np.ndarray | None = None  # (C' H C)^{-1}; Phi_11 = C (C' H C)^{-1} C'
+
+    @property
+    def phi11(self) -> np.ndarray:
+        """Phi_11 (nd, nd), item-major index i*d + k; formed on first use (the policies need
+        only ``cov`` and ``theta_d``)."""
+        cached = self.__dict__.get("_phi11")
+        if cached is None:
+            n, d = self.theta_d.shape
+            if self.reduced_inverse is None:
+                cached = np.full((n * d, n * d), np.nan)
+            else:
+                _, c = contrast_basis(n, d)
+                cached = c @ self.reduced_inverse @ c.T
+            self.__dict__["_phi11"] = cached
+        return cached
 
     @property
     def se(self) -> np.ndarray:
@@ -52,14 +67,13 @@ class DebiasResult:
 
 def _unavailable(n, d, condition) -> DebiasResult:
     nan = np.full((n, d), np.nan)
-    return DebiasResult(theta_d=nan, cov=np.full((n, d, d), np.nan), phi11=np.full((n * d, n * d), np.nan),
-                        available=False, condition=condition)
+    return DebiasResult(theta_d=nan, cov=np.full((n, d, d), np.nan), available=False, condition=condition)
 
 
 def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND) -> DebiasResult:
     rcond_min = rcond
     n, d = theta.shape
-    basis, c = contrast_basis(n, d)
+    basis, _ = contrast_basis(n, d)
     u = data.margins(theta)
     reduced = reduced_hessian_data(data, theta, u, basis)
     try:
@@ -71,12 +85,15 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
         return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond)
     inverse, info = lapack.dpotri(factor)
     inverse = np.triu(inverse) + np.triu(inverse, 1).T
-    phi11 = c @ inverse @ c.T
-    grad = data.gradient(theta, u).ravel()
-    theta_d = theta - (phi11 @ grad).reshape(n, d)
-    blocks = phi11.reshape(n, d, n, d)
-    cov = blocks[np.arange(n), :, np.arange(n), :]
-    return DebiasResult(theta_d=theta_d, cov=cov, phi11=phi11, available=True, condition=1.0 / rcond)
+    k = n - 1
+    # theta_d = theta - Phi_11 grad = theta - Q [(C'HC)^{-1} Q' grad]  (C = Q (x) I_d)
+    reduced_grad = (basis.T @ data.gradient(theta, u)).ravel()
+    theta_d = theta - basis @ (inverse @ reduced_grad).reshape(k, d)
+    # diagonal blocks of Phi_11: cov_i = sum_ab Q_ia Q_ib [(C'HC)^{-1}]_ab
+    blocks = inverse.reshape(k, d, k, d)
+    half = (basis @ blocks.transpose(2, 0, 1, 3).reshape(k, k * d * d)).reshape(n, k, d, d)
+    cov = np.einsum("ia,iade->ide", basis, half, optimize=False)
+    return DebiasResult(theta_d=theta_d, cov=cov, available=True, condition=1.0 / rcond, reduced_inverse=inverse)
 
 
 def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:

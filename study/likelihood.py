@@ -75,6 +75,52 @@ class ComparisonData:
         self.orient[k] = 1.0 if b > a else -1.0
         self.t = k + 1
 
+    # --- reduced coordinates ------------------------------------------------------------
+    # theta = Q beta with Q the (n, n-1) Helmert basis; row k's margin is u_k = r_k' vec(beta) with
+    # r_k = (Q[b_k] - Q[a_k]) (x) x_k.  Stacking the r_k once turns margins and the reduced gradient
+    # into one matrix-vector product each (no gathers, no basis transforms).
+    REDUCED_MAX_ENTRIES = 8_000_000  # above this (capacity x (n-1) d), fall back on the item form
+
+    def _reduced_design(self):
+        if self.__dict__.get("_R_rows") == self.t:
+            return self._R[: self.t]
+        k = (self.n_items - 1) * self.dim
+        if self.capacity * k > self.REDUCED_MAX_ENTRIES:
+            return None
+        if getattr(self, "_R", None) is None:
+            self._R = np.zeros((self.capacity, k))
+            self._R_rows = 0
+            self._Q = sum_zero_basis(self.n_items)
+        if self._R_rows < self.t:
+            rows = np.arange(self._R_rows, self.t)
+            q = self._Q[self.b[rows]] - self._Q[self.a[rows]]  # (r, n-1)
+            self._R[rows] = (q[:, :, None] * self.X[rows][:, None, :]).reshape(len(rows), k)
+            self._R_rows = self.t
+        return self._R[: self.t]
+
+    def reduced_row(self, k: int) -> np.ndarray:
+        """r_k = (Q[b_k] - Q[a_k]) (x) x_k, the reduced-coordinate design row of stored row k."""
+        R = self._reduced_design()
+        if R is not None:
+            return R[k]
+        q = sum_zero_basis(self.n_items)
+        return np.outer(q[self.b[k]] - q[self.a[k]], self.X[k]).ravel()
+
+    def reduced_margins(self, beta: np.ndarray, basis: np.ndarray) -> np.ndarray:
+        """u for theta = Q beta; ``beta`` flat ((n-1) d,), ``basis`` = Q."""
+        R = self._reduced_design()
+        if R is not None:
+            return R @ beta
+        return self.margins(basis @ beta.reshape(-1, self.dim))
+
+    def reduced_gradient(self, u: np.ndarray, basis: np.ndarray) -> np.ndarray:
+        """Q' grad L at margins u, flat ((n-1) d,)."""
+        R = self._reduced_design()
+        if R is not None:
+            t = self.t
+            return (self.m[:t] * expit(u) - self.wins[:t]) @ R
+        return (basis.T @ self.gradient(None, u)).ravel()
+
     def extend(self, i, j, X, wins, m) -> None:
         for k in range(len(i)):
             self.append(int(i[k]), int(j[k]), X[k], float(wins[k]), float(np.broadcast_to(m, len(i))[k]))

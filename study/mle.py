@@ -5,12 +5,16 @@
 * Stage 2 (paper label ``opt``): argmin L_t(theta) + lambda_t/2 ||theta||^2 (its minimiser is
   automatically sum-to-zero, because L_t is invariant to adding one vector to every theta_i).
 
-Both are solved by one routine: safeguarded Newton (Armijo backtracking) on the sum-zero
-subspace theta = Q beta (Q orthonormal Helmert contrasts), warm-started from theta(t-1) and from
-the previous step's Cholesky factor with the new row folded in by a Woodbury update (chord
-steps, undone and refactorised when they do not cut the residual tenfold); the ball constraints
-are handled by per-item Lagrange multipliers nu_i >= 0 found by projected Newton ascent on the
-(concave) dual, each dual point solved by the inner Newton.  Stopping rule: the KKT residual
+Both are solved by one routine: safeguarded Newton (Armijo backtracking) in reduced coordinates
+on the sum-zero subspace, theta = Q beta (Q orthonormal Helmert contrasts; margins and the
+reduced gradient are one matrix-vector product each with the stored design rows
+(Q[b] - Q[a]) (x) x), warm-started from theta(t-1) and from the previous step's Cholesky factor
+with the new row folded in by a Woodbury update (chord steps, undone and refactorised when they
+do not cut the residual tenfold); the ball constraints are handled by per-item Lagrange
+multipliers nu_i >= 0 found by projected Newton ascent on the (concave) dual, each dual point
+solved by the inner Newton.  The dual Newton step is taken on the secular form
+1/||theta_i|| - 1/gamma (More & Sorensen), its line search starts from twice the last accepted
+step, and a projected scaled-gradient step is the fallback when projection leaves Newton no move.  Stopping rule: the KKT residual
 ||Q'(grad F)||_inf <= tol * (1 + total comparisons) with tol = 1e-11 (1e-10 with a ridge), and
 ball violation/complementarity below ``BALL_TOL * gamma^2`` (BALL_TOL = 1e-5).
 
@@ -22,7 +26,9 @@ eps -> 0, to the point of the argmin set nearest theta_ref, and a final polish (
 the loss without the term, see ``_polish``) removes its pull in identified directions.
 ``tie_break='nearest'`` uses the previous estimate as theta_ref (data-silent directions keep
 their value from theta(0)); ``'min_norm'`` uses 0 (the minimum-norm argmin).  The term is used
-only when the objective has no ridge and is dropped (``prox=0``) once the data identify theta.
+only when the objective has no ridge and is dropped (``prox=0``) once the data identify theta
+(the reduced Hessian of L alone is well conditioned; the multipliers' curvature does not count,
+because the exact problem held only by active balls is near-separable and its dual ill-posed).
 """
 from __future__ import annotations
 
@@ -77,15 +83,19 @@ def reduced_hessian_data(data: ComparisonData, theta, u, basis: np.ndarray, quad
         qe = basis[hi] - basis[lo]  # (E, k)
         data._reduced_map = cache = (n_edges, np.einsum("ea,eb->abe", qe, qe).reshape(k * k, n_edges))
     red = (cache[1] @ grams.reshape(n_edges, d * d)).reshape(k, k, d, d).transpose(0, 2, 1, 3).reshape(k * d, k * d)
-    return _add_quadratic(red, basis, quad, d)
+    return _add_quadratic(red, basis, quad, d, fresh=True)
 
 
-def _add_quadratic(red, basis, quad, d):
-    if quad is None or not np.any(quad):
+def _add_quadratic(red, basis, quad, d, fresh=False):
+    """red + (Q' diag(quad) Q) (x) I_d; ``fresh``: red is a new array that may be updated in place."""
+    if quad is None:
         return red
-    if np.all(quad == quad[0]):  # Q'Q = I: a constant weight only shifts the diagonal
-        red = red.copy() if red.base is not None else red
-        red[np.diag_indices_from(red)] += quad[0]
+    first = quad[0]
+    if np.all(quad == first):  # Q'Q = I: a constant weight only shifts the diagonal
+        if first == 0.0:
+            return red
+        red = red if fresh else red.copy()
+        red.flat[:: red.shape[0] + 1] += first
         return red
     else:
         k = basis.shape[1]
@@ -104,21 +114,36 @@ def reduced_hessian(blocks: np.ndarray, basis: np.ndarray, quad: np.ndarray | No
 
 
 class _Objective:
-    """F(theta) = L(theta) + sum_i quad_i/2 ||theta_i||^2 - <lin, theta> on the sum-zero space."""
+    """F(theta) = L(theta) + sum_i quad_i/2 ||theta_i||^2 - <lin, theta> on the sum-zero space, in
+    reduced coordinates theta = Q beta (beta flat, length (n-1) d): since Q'Q = I the quadratic
+    term is beta' (Q' diag(quad) Q (x) I) beta / 2 and the linear one <Q' lin, beta>."""
 
-    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None):
-        self.data, self.quad, self.lin = data, quad, lin
+    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None, basis: np.ndarray):
+        self.data, self.quad, self.lin, self.basis = data, quad, lin, basis
+        self.k, self.d = basis.shape[1], data.dim
+        self.uniform = bool(np.all(quad == quad[0]))
+        self.small = None if self.uniform else (basis.T * quad) @ basis  # Q' diag(quad) Q
+        self.lin_r = None if lin is None else (basis.T @ lin).ravel()
 
-    def value(self, theta, u=None):
-        val = self.data.nll(theta, u) + 0.5 * float(np.dot(self.quad, np.einsum("id,id->i", theta, theta)))
-        if self.lin is not None:
-            val -= float(np.vdot(self.lin, theta))
+    def margins(self, beta):
+        return self.data.reduced_margins(beta, self.basis)
+
+    def _penalty_gradient(self, beta):
+        if self.uniform:
+            return self.quad[0] * beta
+        return (self.small @ beta.reshape(self.k, self.d)).ravel()
+
+    def value(self, beta, u):
+        val = self.data.nll(None, u) + 0.5 * float(beta @ self._penalty_gradient(beta))
+        if self.lin_r is not None:
+            val -= float(self.lin_r @ beta)
         return val
 
-    def gradient(self, theta, u=None):
-        grad = self.data.gradient(theta, u) + self.quad[:, None] * theta
-        if self.lin is not None:
-            grad = grad - self.lin
+    def gradient(self, beta, u):
+        """Q' grad F, flat."""
+        grad = self.data.reduced_gradient(u, self.basis) + self._penalty_gradient(beta)
+        if self.lin_r is not None:
+            grad = grad - self.lin_r
         return grad
 
 
@@ -192,69 +217,72 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
     point; once it is below 1e-10 |F| (the quadratic model is then exact to working precision)
     the full step is taken, and the loop stops if the KKT residual no longer falls.
     ``factor_hint``, a Cholesky factor of a nearby reduced Hessian (the previous time step's), is
-    tried first for chord steps; it is dropped as soon as it fails to cut the residual tenfold."""
+    tried first for chord steps: full steps, each kept only if it cuts the KKT residual tenfold
+    (otherwise undone, and the factor refreshed).  Returns theta (not beta) and its margins."""
     data = objective.data
     n, d = theta.shape
     factor = factor_hint
     chord = factor_hint is not None
-    u = data.margins(theta)
-    value = objective.value(theta, u)
+    beta = (basis.T @ theta).ravel()
+    u = objective.margins(beta)
+    value = None  # F(beta), computed only when a line search needs it (chord steps never do)
     previous = np.inf
     hessians = 0
     precise = False  # True once steps are taken in the "model exact to working precision" regime
     before_chord = None  # the point a chord step started from, to return to if it fails
+
+    def done(ok):
+        return basis @ beta.reshape(n - 1, d), hessians, residual, ok, factor, u
+
     for _ in range(3 * max_steps + 3):
-        grad = objective.gradient(theta, u)
-        reduced_grad = basis.T @ grad
-        residual = float(np.abs(reduced_grad).max())
-        if chord and residual > 0.1 * previous:  # the old factor is not good enough here: undo, refresh
+        grad = objective.gradient(beta, u)
+        residual = float(np.abs(grad).max())
+        if chord and not residual <= 0.1 * previous:  # the old factor is not good enough here: undo, refresh
             chord = False
-            theta, u, value, grad, reduced_grad, residual = before_chord
+            beta, u, value, grad, residual = before_chord
         if residual <= tol:
-            return theta, hessians, residual, True, factor, u
+            return done(True)
         if precise and residual >= previous:  # stalled at working precision
-            return theta, hessians, residual, residual <= 1e3 * tol, factor, u
+            return done(residual <= 1e3 * tol)
         if not chord:
             if hessians >= max_steps:
                 break
-            factor = _factor(reduced_hessian_data(data, theta, u, basis, objective.quad))
+            factor = _factor(reduced_hessian_data(data, None, u, basis, objective.quad))
             hessians += 1
         previous = residual
-        direction = basis @ (-factor.solve(reduced_grad.ravel())).reshape(n - 1, d)
-        slope = float(np.vdot(grad, direction))
+        direction = -factor.solve(grad)
+        slope = float(grad @ direction)
         if not np.isfinite(slope) or slope >= 0:  # not a descent direction: refresh, else steepest descent
             if chord:
                 chord = False
                 previous = np.inf
                 continue
-            direction = -(basis @ reduced_grad)
-            slope = float(np.vdot(grad, direction))
-        if chord:
-            before_chord = (theta, u, value, grad, reduced_grad, residual)
+            direction = -grad
+            slope = float(grad @ direction)
+        if chord:  # a full chord step, judged by the residual at the next iteration
+            before_chord = (beta, u, value, grad, residual)
+            beta = beta + direction
+            u, value = objective.margins(beta), None
+            continue
+        if value is None:
+            value = objective.value(beta, u)
         if -slope < 1e-10 * (1.0 + abs(value)):
-            precise = not chord
-            theta = theta + direction
-            u = data.margins(theta)
-            value = objective.value(theta, u)
+            precise = True
+            beta = beta + direction
+            u, value = objective.margins(beta), None
             continue
         size = 1.0
         for _ in range(60):
-            trial = theta + size * direction
-            trial_u = data.margins(trial)
+            trial = beta + size * direction
+            trial_u = objective.margins(trial)
             trial_value = objective.value(trial, trial_u)
             if np.isfinite(trial_value) and trial_value <= value + 1e-4 * size * slope:
                 break
             size *= 0.5
-            if chord:
-                break
         else:
-            return theta, hessians, residual, residual <= 1e3 * tol, factor, u
-        if chord and size < 1.0:  # a chord step that needs damping is not worth keeping
-            chord = False
-            previous = np.inf
-            continue
-        theta, u, value = trial, trial_u, trial_value
-    return theta, hessians, residual, False, factor, u
+            return done(residual <= 1e3 * tol)
+        beta, u, value = trial, trial_u, trial_value
+    return done(False)
 
 
 def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, radius: float | None = None,
@@ -278,7 +306,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     abs_tol = tol * (1.0 + data.total_comparisons)
 
     if radius is None:
-        theta, steps, residual, ok, factor, _ = _newton(_Objective(data, base_quad, lin), theta, basis, abs_tol,
+        theta, steps, residual, ok, factor, _ = _newton(_Objective(data, base_quad, lin, basis), theta, basis, abs_tol,
                                                         max_steps, factor_hint)
         if prox > 0.0:
             theta, residual = _polish(data, theta, basis, ridge, factor, abs_tol)
@@ -296,9 +324,9 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     total_steps = 0
 
     def inner(nu_value, start, hint):
-        objective = _Objective(data, base_quad + nu_value, lin)
+        objective = _Objective(data, base_quad + nu_value, lin, basis)
         sol, steps, res, ok, inner_factor, u = _newton(objective, start, basis, abs_tol, max_steps, hint)
-        dual = objective.value(sol, u) - 0.5 * gamma2 * float(nu_value.sum())
+        dual = objective.value((basis.T @ sol).ravel(), u) - 0.5 * gamma2 * float(nu_value.sum())
         slack = 0.5 * (np.einsum("id,id->i", sol, sol) - gamma2)  # the dual gradient
         return sol, steps, res, ok, dual, slack, inner_factor
 
@@ -309,6 +337,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     total_steps += steps
     factor = None
     converged = False
+    first_size = 1.0  # the dual line search starts from twice the last accepted step size
     for _ in range(max_dual_steps):
         gap = float(np.abs(projected(nu, slack)).max())
         if gap <= feas_tol:
@@ -326,23 +355,37 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         cols = cols.reshape((n - 1) * d, free.size)
         curvature = cols.T @ factor.solve(cols)  # = -(Hessian of the dual)
         curvature += 1e-12 * max(float(np.trace(curvature)), 1e-300) * np.eye(free.size)
-        step = np.zeros(n)
-        step[free] = np.linalg.solve(curvature, slack[free])
-        size = 1.0
+        newton = np.zeros(n)
+        # Newton on the secular form 1/||theta_i|| - 1/gamma (More & Sorensen 1983), which is
+        # nearly linear in nu where ||theta_i(nu)|| falls like 1/nu: outside the ball this
+        # lengthens the plain Newton step on the slack by 2||theta_i||^2 / (gamma (||theta_i|| + gamma)).
+        norms = np.sqrt(2.0 * slack[free] + gamma2)
+        scale = np.maximum(1.0, 2.0 * norms ** 2 / (radius * (norms + radius)))
+        newton[free] = np.linalg.solve(curvature, scale * slack[free])
+        # If projection onto nu >= 0 leaves the Newton step nothing (coupling can point it below
+        # zero for a violated ball), fall back on the diagonally scaled projected gradient step.
+        scaled_gradient = np.zeros(n)
+        scaled_gradient[free] = slack[free] / np.maximum(np.diag(curvature), 1e-300)
         accepted = False
-        for _ in range(40):
-            trial_nu = np.maximum(nu + size * step, 0.0)
-            trial = inner(trial_nu, theta, factor)
-            total_steps += trial[1]
-            rise = trial[4] - dual
-            if rise >= 1e-4 * float(slack @ (trial_nu - nu)) or (
-                    abs(rise) <= 1e-12 * (1.0 + abs(dual))
-                    and float(np.abs(projected(trial_nu, trial[5])).max()) < gap):
-                accepted = True
+        for step, size in ((newton, first_size), (scaled_gradient, 1.0)):
+            for _ in range(40):
+                trial_nu = np.maximum(nu + size * step, 0.0)
+                if np.array_equal(trial_nu, nu):
+                    break
+                trial = inner(trial_nu, theta, factor)
+                total_steps += trial[1]
+                rise = trial[4] - dual
+                if rise >= 1e-4 * float(slack @ (trial_nu - nu)) or (
+                        abs(rise) <= 1e-12 * (1.0 + abs(dual))
+                        and float(np.abs(projected(trial_nu, trial[5])).max()) < gap):
+                    accepted = True
+                    break
+                size *= 0.5
+            if accepted:
                 break
-            size *= 0.5
         if not accepted:
             break
+        first_size = min(1.0, 2.0 * size) if step is newton else first_size
         nu = trial_nu
         theta, _, residual, ok, dual, slack, last_factor = trial
     if not converged and factor_hint is not None:  # a stale warm start can mislead: retry cold
@@ -353,8 +396,10 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         # near-separable directions are held only by the tie-break term: keep it there
         if np.all(np.einsum("id,id->i", polished, polished) <= gamma2 + feas_tol):
             theta, residual = polished, polished_residual
-    elif converged and prox > 0.0 and identified(data, theta, basis, base_quad - prox + nu):
-        # active balls and data that identify theta: the tie-break is moot, so drop its term
+    elif converged and prox > 0.0 and identified(data, theta, basis, base_quad - prox):
+        # active balls and data that identify theta by themselves: the tie-break is moot, so drop
+        # its term.  (Where only the multipliers' curvature makes the problem definite, the exact
+        # problem is near-separable and its dual ill-conditioned: the tie-broken point is kept.)
         exact = solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
                       max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=last_factor)
         if exact.converged:
@@ -369,7 +414,7 @@ def new_row_term(data: ComparisonData, theta: np.ndarray, basis: np.ndarray) -> 
     u = float(x @ (theta[data.b[k]] - theta[data.a[k]]))
     s = 1.0 / (1.0 + np.exp(-u))
     weight = data.m[k] * s * (1.0 - s)
-    return np.sqrt(weight) * np.kron(basis[data.b[k]] - basis[data.a[k]], x)
+    return np.sqrt(weight) * data.reduced_row(k)  # = sqrt(w) kron(Q[b] - Q[a], x)
 
 
 def identified(data, theta, basis, quad, rcond: float = 1e-10) -> bool:
@@ -388,17 +433,18 @@ def _polish(data, theta, basis, ridge, factor, tol, rounds: int = 4):
     Hessian.  The gradient of L has no component in data-silent directions, so those keep their
     tie-broken values, while identified directions converge to the exact stationary point."""
     n, d = theta.shape
-    best, best_residual = theta, np.inf
+    beta = (basis.T @ theta).ravel()
+    best, best_residual = beta, np.inf
     for _ in range(rounds + 1):
-        reduced_grad = basis.T @ (data.gradient(theta) + ridge * theta)
+        reduced_grad = data.reduced_gradient(data.reduced_margins(beta, basis), basis) + ridge * beta
         residual = float(np.abs(reduced_grad).max())
         if not residual < best_residual:  # diverging (e.g. a near-separable direction): stop
             break
-        best, best_residual = theta, residual
+        best, best_residual = beta, residual
         if residual <= tol:
             break
-        theta = theta - basis @ factor.solve(reduced_grad.ravel()).reshape(n - 1, d)
-    return best, best_residual
+        beta = beta - factor.solve(reduced_grad)
+    return basis @ best.reshape(n - 1, d), best_residual
 
 
 def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:
