@@ -160,6 +160,17 @@ def test_debias_at_unpenalised_mle_and_phi_matches_bordered_inverse():
     assert np.allclose(result.phi11, explicit, atol=1e-10 * np.abs(phi).max() + 1e-12)
     lower, upper = result.ci(0.95)
     assert np.allclose((upper - lower) / 2, 1.959963984540054 * result.se)
+    # cov (what the UCB policies use) = the diagonal blocks of Phi_11, computed without forming it
+    blocks = explicit.reshape(n, d, n, d)
+    assert np.allclose(result.cov, blocks[np.arange(n), :, np.arange(n), :], atol=1e-10 * np.abs(phi).max())
+    # away from the MLE the correction is -Phi_11 grad L
+    point = mle + 0.05 * np.arange(n * d).reshape(n, d) / (n * d)
+    point -= point.mean(axis=0)
+    moved = study.debias(point, i, j, X, wins, m)
+    H_point = data.hessian(point)
+    phi_point = C @ np.linalg.inv(C.T @ H_point @ C) @ C.T
+    expected = point - (phi_point @ data.gradient(point).ravel()).reshape(n, d)
+    assert np.allclose(moved.theta_d, expected, atol=1e-9)
 
 
 def test_debias_reports_unavailable_when_psi_singular():
@@ -270,3 +281,31 @@ def test_seeded_coverage_near_nominal_in_setting_b():
     se = per_rep.std(ddof=1) / np.sqrt(len(per_rep))
     assert se < 0.01
     assert abs(per_rep.mean() - 0.95) <= 4 * se + 0.01, (per_rep.mean(), se)
+
+
+def test_reduced_coordinates_match_item_form():
+    """Margins and reduced gradient from the stored design rows (Q[b] - Q[a]) (x) x equal the
+    item-form computations, and the fallback without the design gives the same fits."""
+    theta, i, j, X, wins, m = simulate(rows=120)
+    n, d = theta.shape
+    data = ComparisonData.from_rows(i, j, X, wins, np.full(len(i), float(m)), n)
+    q = sum_zero_basis(n)
+    point = theta + 0.2
+    point -= point.mean(axis=0)
+    beta = (q.T @ point).ravel()
+    u = data.margins(point)
+    assert np.allclose(data.reduced_margins(beta, q), u, atol=1e-12)
+    assert np.allclose(data.reduced_gradient(u, q), (q.T @ data.gradient(point)).ravel(), atol=1e-9)
+    for k in (0, 57, len(i) - 1):
+        assert np.allclose(data.reduced_row(k), np.kron(q[j[k]] - q[i[k]], X[k]))
+    with_design = study.fit_btl(i, j, X, wins, m, n, radius=1.0)
+    ridge_design = study.fit_btl(i, j, X, wins, m, n, ridge=2.0)
+    original = ComparisonData.REDUCED_MAX_ENTRIES
+    try:
+        ComparisonData.REDUCED_MAX_ENTRIES = 0  # force the item-form fallback
+        without = study.fit_btl(i, j, X, wins, m, n, radius=1.0)
+        ridge_without = study.fit_btl(i, j, X, wins, m, n, ridge=2.0)
+    finally:
+        ComparisonData.REDUCED_MAX_ENTRIES = original
+    assert np.max(np.abs(with_design - without)) < 1e-8
+    assert np.max(np.abs(ridge_design - ridge_without)) < 1e-8
