@@ -26,9 +26,10 @@ eps -> 0, to the point of the argmin set nearest theta_ref, and a final polish (
 the loss without the term, see ``_polish``) removes its pull in identified directions.
 ``tie_break='nearest'`` uses the previous estimate as theta_ref (data-silent directions keep
 their value from theta(0)); ``'min_norm'`` uses 0 (the minimum-norm argmin).  The term is used
-only when the objective has no ridge and is dropped (``prox=0``) once the data identify theta
-(the reduced Hessian of L alone is well conditioned; the multipliers' curvature does not count,
-because the exact problem held only by active balls is near-separable and its dual ill-posed).
+only when the objective has no ridge and is dropped (``prox=0``) once the argmin is unique: the
+data identify theta, or active balls do (the reduced Hessian of L plus the multipliers' curvature
+is well conditioned), in which case opt1 is re-solved exactly and the tie-broken point kept only
+if that near-separable exact problem fails to converge.
 """
 from __future__ import annotations
 
@@ -396,10 +397,10 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         # near-separable directions are held only by the tie-break term: keep it there
         if np.all(np.einsum("id,id->i", polished, polished) <= gamma2 + feas_tol):
             theta, residual = polished, polished_residual
-    elif converged and prox > 0.0 and identified(data, theta, basis, base_quad - prox):
-        # active balls and data that identify theta by themselves: the tie-break is moot, so drop
-        # its term.  (Where only the multipliers' curvature makes the problem definite, the exact
-        # problem is near-separable and its dual ill-conditioned: the tie-broken point is kept.)
+    elif converged and prox > 0.0 and identified(data, theta, basis, base_quad - prox + nu):
+        # active balls make the argmin unique (the data plus the multipliers' curvature identify
+        # theta): the tie-break is moot, so drop its term and solve opt1 exactly; if that exact
+        # problem is too ill-conditioned to converge, the tie-broken point is kept
         exact = solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
                       max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=last_factor)
         if exact.converged:
