@@ -87,7 +87,7 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
     inverse = np.triu(inverse) + np.triu(inverse, 1).T
     k = n - 1
     # theta_d = theta - Phi_11 grad = theta - Q [(C'HC)^{-1} Q' grad]  (C = Q (x) I_d)
-    reduced_grad = (basis.T @ data.gradient(theta, u)).ravel()
+    reduced_grad = data.reduced_gradient(u, basis)
     theta_d = theta - basis @ (inverse @ reduced_grad).reshape(k, d)
     # diagonal blocks of Phi_11: cov_i = sum_ab Q_ia Q_ib [(C'HC)^{-1}]_ab
     blocks = inverse.reshape(k, d, k, d)

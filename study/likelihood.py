@@ -43,6 +43,8 @@ class ComparisonData:
         self._edge_index: dict[tuple[int, int], int] = {}
         self.edge_lo: list[int] = []
         self.edge_hi: list[int] = []
+        self._R = None  # reduced-coordinate design rows, built on first use (see _reduced_design)
+        self._R_rows = 0
         if edges is not None:
             for lo, hi in np.asarray(edges):
                 self._edge(int(lo), int(hi))
@@ -81,41 +83,38 @@ class ComparisonData:
     # into one matrix-vector product each (no gathers, no basis transforms).
     REDUCED_MAX_ENTRIES = 8_000_000  # above this (capacity x (n-1) d), fall back on the item form
 
-    def _reduced_design(self):
-        if self.__dict__.get("_R_rows") == self.t:
-            return self._R[: self.t]
-        k = (self.n_items - 1) * self.dim
-        if self.capacity * k > self.REDUCED_MAX_ENTRIES:
-            return None
-        if getattr(self, "_R", None) is None:
+    def _reduced_design(self, basis: np.ndarray):
+        """The stored rows r_k, (t, (n-1) d), appending those added since the last call; None
+        when the design would be too large (callers then use the item form)."""
+        if self._R is None:
+            k = (self.n_items - 1) * self.dim
+            if self.capacity * k > self.REDUCED_MAX_ENTRIES:
+                return None
             self._R = np.zeros((self.capacity, k))
-            self._R_rows = 0
-            self._Q = sum_zero_basis(self.n_items)
         if self._R_rows < self.t:
             rows = np.arange(self._R_rows, self.t)
-            q = self._Q[self.b[rows]] - self._Q[self.a[rows]]  # (r, n-1)
-            self._R[rows] = (q[:, :, None] * self.X[rows][:, None, :]).reshape(len(rows), k)
+            q = basis[self.b[rows]] - basis[self.a[rows]]  # (r, n-1)
+            self._R[rows] = (q[:, :, None] * self.X[rows][:, None, :]).reshape(len(rows), -1)
             self._R_rows = self.t
         return self._R[: self.t]
 
-    def reduced_row(self, k: int) -> np.ndarray:
+    def reduced_row(self, k: int, basis: np.ndarray) -> np.ndarray:
         """r_k = (Q[b_k] - Q[a_k]) (x) x_k, the reduced-coordinate design row of stored row k."""
-        R = self._reduced_design()
+        R = self._reduced_design(basis)
         if R is not None:
             return R[k]
-        q = sum_zero_basis(self.n_items)
-        return np.outer(q[self.b[k]] - q[self.a[k]], self.X[k]).ravel()
+        return np.outer(basis[self.b[k]] - basis[self.a[k]], self.X[k]).ravel()
 
     def reduced_margins(self, beta: np.ndarray, basis: np.ndarray) -> np.ndarray:
         """u for theta = Q beta; ``beta`` flat ((n-1) d,), ``basis`` = Q."""
-        R = self._reduced_design()
+        R = self._reduced_design(basis)
         if R is not None:
             return R @ beta
         return self.margins(basis @ beta.reshape(-1, self.dim))
 
     def reduced_gradient(self, u: np.ndarray, basis: np.ndarray) -> np.ndarray:
         """Q' grad L at margins u, flat ((n-1) d,)."""
-        R = self._reduced_design()
+        R = self._reduced_design(basis)
         if R is not None:
             t = self.t
             return (self.m[:t] * expit(u) - self.wins[:t]) @ R

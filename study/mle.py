@@ -14,9 +14,10 @@ do not cut the residual tenfold); the ball constraints are handled by per-item L
 multipliers nu_i >= 0 found by projected Newton ascent on the (concave) dual, each dual point
 solved by the inner Newton.  The dual Newton step is taken on the secular form
 1/||theta_i|| - 1/gamma (More & Sorensen), its line search starts from twice the last accepted
-step, and a projected scaled-gradient step is the fallback when projection leaves Newton no move.  Stopping rule: the KKT residual
-||Q'(grad F)||_inf <= tol * (1 + total comparisons) with tol = 1e-11 (1e-10 with a ridge), and
-ball violation/complementarity below ``BALL_TOL * gamma^2`` (BALL_TOL = 1e-5).
+step, and a projected scaled-gradient step is the fallback when projection leaves Newton no
+move.  Stopping rule: the KKT residual ||Q'(grad F)||_inf <= tol * (1 + total comparisons) with
+tol = 1e-11 (1e-10 with a ridge), and ball violation/complementarity below ``BALL_TOL * gamma^2``
+(BALL_TOL = 1e-5).
 
 Tie-break.  Early on the data leave directions of theta unidentified (items or directions not yet
 compared) and stage-1's argmin is a whole affine set.  We pick a point of it explicitly: add the
@@ -415,7 +416,7 @@ def new_row_term(data: ComparisonData, theta: np.ndarray, basis: np.ndarray) -> 
     u = float(x @ (theta[data.b[k]] - theta[data.a[k]]))
     s = 1.0 / (1.0 + np.exp(-u))
     weight = data.m[k] * s * (1.0 - s)
-    return np.sqrt(weight) * data.reduced_row(k)  # = sqrt(w) kron(Q[b] - Q[a], x)
+    return np.sqrt(weight) * data.reduced_row(k, basis)  # = sqrt(w) kron(Q[b] - Q[a], x)
 
 
 def identified(data, theta, basis, quad, rcond: float = 1e-10) -> bool:

@@ -297,12 +297,15 @@ def test_reduced_coordinates_match_item_form():
     assert np.allclose(data.reduced_margins(beta, q), u, atol=1e-12)
     assert np.allclose(data.reduced_gradient(u, q), (q.T @ data.gradient(point)).ravel(), atol=1e-9)
     for k in (0, 57, len(i) - 1):
-        assert np.allclose(data.reduced_row(k), np.kron(q[j[k]] - q[i[k]], X[k]))
+        assert np.allclose(data.reduced_row(k, q), np.kron(q[j[k]] - q[i[k]], X[k]))
     with_design = study.fit_btl(i, j, X, wins, m, n, radius=1.0)
     ridge_design = study.fit_btl(i, j, X, wins, m, n, ridge=2.0)
     original = ComparisonData.REDUCED_MAX_ENTRIES
     try:
         ComparisonData.REDUCED_MAX_ENTRIES = 0  # force the item-form fallback
+        small = ComparisonData.from_rows(i, j, X, wins, np.full(len(i), float(m)), n)
+        assert np.allclose(small.reduced_row(57, q), np.kron(q[j[57]] - q[i[57]], X[57]))
+        assert np.allclose(small.reduced_margins(beta, q), u, atol=1e-12)
         without = study.fit_btl(i, j, X, wins, m, n, radius=1.0)
         ridge_without = study.fit_btl(i, j, X, wins, m, n, ridge=2.0)
     finally:
