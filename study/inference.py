@@ -19,34 +19,80 @@ from scipy.stats import norm
 
 from . import _validate as check
 from .likelihood import ComparisonData
-from .mle import cholesky, contrast_basis, reduced_hessian_data
+from .mle import cholesky, cholesky_solve, contrast_basis, reduced_hessian_data
 
 RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number exceeds 1/RCOND
 
 
 @dataclass
 class DebiasResult:
-    """``available`` is False while Psi_t is singular; then every array is NaN."""
+    """``available`` is False while Psi_t is singular; then every array is NaN.
+
+    Only ``theta_d`` is computed up front.  Phi_11's pieces come from the Cholesky factor U of
+    C'HC on first use: the UCB index needs x'(Phi_11)_ii x for one context (:meth:`spread`, one
+    triangular solve), the CIs need the diagonal blocks ``cov``, the diagrams the whole ``phi11``."""
 
     theta_d: np.ndarray  # (n, d)
-    cov: np.ndarray  # (n, d, d): diagonal blocks of Phi_11
     available: bool
     condition: float  # condition number of C' H C (inf when singular)
-    reduced_inverse: np.ndarray | None = None  # (C' H C)^{-1}; Phi_11 = C (C' H C)^{-1} C'
+    factor: np.ndarray | None = None  # upper Cholesky factor U of C' H C = U'U
+
+    def _nan(self, *shape) -> np.ndarray:
+        return np.full(shape, np.nan)
+
+    @property
+    def reduced_inverse(self) -> np.ndarray | None:
+        """(C' H C)^{-1}, so that Phi_11 = C (C' H C)^{-1} C'."""
+        if self.factor is None:
+            return None
+        cached = self.__dict__.get("_reduced_inverse")
+        if cached is None:
+            inverse, info = lapack.dpotri(self.factor)
+            if info != 0:
+                raise LinAlgError(f"dpotri failed (info={info})")
+            cached = self.__dict__["_reduced_inverse"] = np.triu(inverse) + np.triu(inverse, 1).T
+        return cached
+
+    @property
+    def cov(self) -> np.ndarray:
+        """(n, d, d): the diagonal blocks of Phi_11, cov_i = sum_ab Q_ia Q_ib [(C'HC)^{-1}]_ab."""
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            return self._nan(n, d, d)
+        cached = self.__dict__.get("_cov")
+        if cached is None:
+            basis, _ = contrast_basis(n, d)
+            k = n - 1
+            blocks = self.reduced_inverse.reshape(k, d, k, d)
+            half = (basis @ blocks.transpose(2, 0, 1, 3).reshape(k, k * d * d)).reshape(n, k, d, d)
+            cached = self.__dict__["_cov"] = np.einsum("ia,iade->ide", basis, half, optimize=False)
+        return cached
+
+    def spread(self, x: np.ndarray) -> np.ndarray:
+        """x'(Phi_11)_ii x for every item i, shape (n,): with B = [vec(Q_i x') ...] (the rows of
+        C' for context x), the squared column norms of U'^{-1} B (one triangular solve)."""
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            return self._nan(n)
+        if "_cov" in self.__dict__:
+            return np.einsum("d,ide,e->i", x, self.__dict__["_cov"], x)
+        basis, _ = contrast_basis(n, d)
+        columns = (basis.T[:, :, None] * x[None, None, :]).transpose(0, 2, 1).reshape((n - 1) * d, n)
+        solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
+        if info != 0:
+            raise LinAlgError(f"dtrtrs failed (info={info})")
+        return np.einsum("ki,ki->i", solved, solved)
 
     @property
     def phi11(self) -> np.ndarray:
-        """Phi_11 (nd, nd), item-major index i*d + k; formed on first use (the policies need
-        only ``cov`` and ``theta_d``)."""
+        """Phi_11 (nd, nd), item-major index i*d + k."""
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            return self._nan(n * d, n * d)
         cached = self.__dict__.get("_phi11")
         if cached is None:
-            n, d = self.theta_d.shape
-            if self.reduced_inverse is None:
-                cached = np.full((n * d, n * d), np.nan)
-            else:
-                _, c = contrast_basis(n, d)
-                cached = c @ self.reduced_inverse @ c.T
-            self.__dict__["_phi11"] = cached
+            _, c = contrast_basis(n, d)
+            cached = self.__dict__["_phi11"] = c @ self.reduced_inverse @ c.T
         return cached
 
     @property
@@ -66,13 +112,14 @@ class DebiasResult:
 
 
 def _unavailable(n, d, condition) -> DebiasResult:
-    nan = np.full((n, d), np.nan)
-    return DebiasResult(theta_d=nan, cov=np.full((n, d, d), np.nan), available=False, condition=condition)
+    return DebiasResult(theta_d=np.full((n, d), np.nan), available=False, condition=condition)
 
 
 def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND) -> DebiasResult:
     rcond_min = rcond
     n, d = theta.shape
+    if data.rank_bound() < (n - 1) * d:  # too few rows per edge: C'HC is singular for every theta
+        return _unavailable(n, d, np.inf)
     basis, _ = contrast_basis(n, d)
     u = data.margins(theta)
     reduced = reduced_hessian_data(data, theta, u, basis)
@@ -83,17 +130,10 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
     rcond = float(lapack.dpocon(factor, float(np.abs(reduced).sum(axis=0).max()))[0])
     if not rcond > rcond_min:
         return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond)
-    inverse, info = lapack.dpotri(factor)
-    inverse = np.triu(inverse) + np.triu(inverse, 1).T
-    k = n - 1
     # theta_d = theta - Phi_11 grad = theta - Q [(C'HC)^{-1} Q' grad]  (C = Q (x) I_d)
-    reduced_grad = data.reduced_gradient(u, basis)
-    theta_d = theta - basis @ (inverse @ reduced_grad).reshape(k, d)
-    # diagonal blocks of Phi_11: cov_i = sum_ab Q_ia Q_ib [(C'HC)^{-1}]_ab
-    blocks = inverse.reshape(k, d, k, d)
-    half = (basis @ blocks.transpose(2, 0, 1, 3).reshape(k, k * d * d)).reshape(n, k, d, d)
-    cov = np.einsum("ia,iade->ide", basis, half, optimize=False)
-    return DebiasResult(theta_d=theta_d, cov=cov, available=True, condition=1.0 / rcond, reduced_inverse=inverse)
+    step = cholesky_solve(factor, data.reduced_gradient(u, basis))
+    theta_d = theta - basis @ step.reshape(n - 1, d)
+    return DebiasResult(theta_d=theta_d, available=True, condition=1.0 / rcond, factor=factor)
 
 
 def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:

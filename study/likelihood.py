@@ -124,6 +124,13 @@ class ComparisonData:
         for k in range(len(i)):
             self.append(int(i[k]), int(j[k]), X[k], float(wins[k]), float(np.broadcast_to(m, len(i))[k]))
 
+    def rank_bound(self) -> int:
+        """An upper bound on the rank of the reduced design (and so of the reduced Hessian):
+        the rows stored on edge e are (Q[hi] - Q[lo]) (x) x_k, which span at most min(n_e, d)
+        dimensions.  Below (n - 1) d the data cannot identify theta, whatever the margins."""
+        counts = np.bincount(self.edge_id[: self.t], minlength=len(self.edge_lo))
+        return int(np.minimum(counts, self.dim).sum())
+
     @property
     def total_comparisons(self) -> float:
         return float(self.m[: self.t].sum())

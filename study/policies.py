@@ -35,7 +35,7 @@ class Policy:
         """Scores of all items for context x."""
         if self.ucb and estimate.debiased is not None and estimate.debiased.available:
             db = estimate.debiased
-            spread = np.einsum("d,ide,e->i", x, db.cov, x)
+            spread = db.spread(x)
             return db.theta_d @ x + np.sqrt(np.maximum(spread, 0.0)) * self.ucb_width
         return estimate.theta @ x
 

@@ -50,7 +50,9 @@ class Estimate:
         if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
             self.factor = self.factor.add(new_row_term(self.data, self.theta, self.basis))
         if t <= s.T0:
-            if not self.identified:  # rows only add information: once identified, always identified
+            # rows only add information: once identified, always identified; the rank bound
+            # settles the early steps without a factorisation
+            if not self.identified and self.data.rank_bound() >= self.basis.shape[1] * self.data.dim:
                 self.identified = identified(self.data, self.theta, self.basis, np.zeros(self.data.n_items))
             reference = self.theta if s.tie_break == "nearest" else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,

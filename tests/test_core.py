@@ -9,6 +9,7 @@ from study.environment import BTLEnvironment
 from study.graph import is_connected
 from study.likelihood import ComparisonData, blocks_to_matrix, sum_zero_basis
 from study.mle import BALL_TOL, solve
+from study.inference import debias_data
 
 
 def simulate(n=5, d=3, rows=400, m=10, seed=0, scale=1.0):
@@ -163,6 +164,12 @@ def test_debias_at_unpenalised_mle_and_phi_matches_bordered_inverse():
     # cov (what the UCB policies use) = the diagonal blocks of Phi_11, computed without forming it
     blocks = explicit.reshape(n, d, n, d)
     assert np.allclose(result.cov, blocks[np.arange(n), :, np.arange(n), :], atol=1e-10 * np.abs(phi).max())
+    # the UCB index's x'(Phi_11)_ii x, by a triangular solve, before and after cov is formed
+    x = np.linspace(-1.0, 2.0, d)
+    expected_spread = np.einsum("d,ide,e->i", x, blocks[np.arange(n), :, np.arange(n), :], x)
+    fresh = study.debias(mle, i, j, X, wins, m)
+    assert np.allclose(fresh.spread(x), expected_spread, rtol=1e-9, atol=0)
+    assert np.allclose(result.spread(x), expected_spread, rtol=1e-9, atol=0)
     # away from the MLE the correction is -Phi_11 grad L
     point = mle + 0.05 * np.arange(n * d).reshape(n, d) / (n * d)
     point -= point.mean(axis=0)
@@ -178,6 +185,7 @@ def test_debias_reports_unavailable_when_psi_singular():
     result = study.debias(np.zeros((5, 3)), i, j, X, wins, m)
     assert not result.available
     assert np.all(np.isnan(result.theta_d))
+    assert np.all(np.isnan(result.cov)) and np.all(np.isnan(result.spread(np.ones(3))))
     with pytest.raises(ValueError, match="not available"):
         result.ci()
 
@@ -312,3 +320,28 @@ def test_reduced_coordinates_match_item_form():
         ComparisonData.REDUCED_MAX_ENTRIES = original
     assert np.max(np.abs(with_design - without)) < 1e-8
     assert np.max(np.abs(ridge_design - ridge_without)) < 1e-8
+
+
+def test_rank_bound_bounds_the_reduced_hessian_rank_and_debias_agrees():
+    # few edges, so that the per-edge bound min(n_e, d) binds for a long time
+    theta, i, j, X, wins, m = simulate(n=4, d=3, rows=40, seed=3)
+    i, j = i % 2, 2 + (j % 2)  # items {0, 1} against {2, 3}: four edges
+    data = ComparisonData(4, 3, 40)
+    basis = sum_zero_basis(4)
+    k = 3 * 3
+    seen_below = seen_full = False
+    for row in range(40):
+        data.append(int(i[row]), int(j[row]), X[row], float(wins[row]), float(m))
+        H = data.hessian(theta)
+        C = np.kron(basis, np.eye(3))
+        rank = np.linalg.matrix_rank(C.T @ H @ C)
+        bound = data.rank_bound()
+        assert rank <= bound
+        result = debias_data(data, theta)
+        if bound < k:
+            seen_below = True
+            assert not result.available
+        elif rank == k:
+            seen_full = True
+            assert result.available
+    assert seen_below and seen_full
