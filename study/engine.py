@@ -616,10 +616,18 @@ class RayConnection:
     resources: dict = field(default_factory=dict)
 
 
+_CONNECTED: dict = {}  # job id of the driver connect() started -> how (recorded in manifests)
+
+
+def _job_id(ray) -> str:
+    return str(ray.get_runtime_context().get_job_id())
+
+
 def connect(address=None, num_cpus=None, log=print) -> RayConnection:
     """Join or start Ray.
 
-    * already initialised in this process (tests, notebooks): reuse it;
+    * already initialised in this process: reuse it (its mode is the one connect() used for it,
+      e.g. "embedded" for every study of ``jobs/paper.py``; "existing" if someone else started it);
     * ``address`` given ("auto", "host:port", "ray://host:port"): join that cluster;
     * no address but ``RAY_ADDRESS`` set (inside ``ray job submit``): join the job's cluster;
     * otherwise start an embedded local Ray with ``num_cpus`` CPUs (all by default).
@@ -628,7 +636,7 @@ def connect(address=None, num_cpus=None, log=print) -> RayConnection:
     import ray
 
     if ray.is_initialized():
-        return RayConnection(False, "existing", _resources(ray))
+        return RayConnection(False, _CONNECTED.get(_job_id(ray), "existing"), _resources(ray))
     kwargs = {"include_dashboard": False, "log_to_driver": True}
     if address is None and os.environ.get("RAY_ADDRESS"):
         address, mode = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
@@ -649,6 +657,7 @@ def connect(address=None, num_cpus=None, log=print) -> RayConnection:
             f"could not connect to a Ray cluster at {address!r}: {exc}\n"
             "Start one with `ray start --head` (same RAY_AUTH_MODE as this shell), or omit "
             "--address to run on an embedded local Ray.") from None
+    _CONNECTED[_job_id(ray)] = mode
     return RayConnection(True, mode, _resources(ray))
 
 

@@ -102,6 +102,16 @@ def test_end_to_end_tiny_study(ray_session, tmp_path):
     assert not list((tmp_path / "regret").glob("_tmp-*"))
 
 
+def test_manifest_records_how_the_running_ray_was_started(ray_session, tmp_path, monkeypatch):
+    # Ray started by someone else (here: the test session) is "existing"; Ray that connect()
+    # started itself keeps its mode for every later study on it (jobs/paper.py runs several)
+    assert engine.connect(log=lambda m: None).mode == "existing"
+    monkeypatch.setitem(engine._CONNECTED, engine._job_id(ray_session), "embedded")
+    rc = cli.main("regret", ["--out", str(tmp_path), "--reps", "1", "--settings", "A", "--methods", "RB", *TINY],
+                  replicate=fake_replicate)
+    assert rc == 0 and engine.read_manifest(tmp_path, "regret")["runs"][-1]["ray_mode"] == "embedded"
+
+
 def test_resume_after_interruption_gives_identical_table(ray_session, tmp_path):
     plan = engine.make_plan("coverage", reps=6, overrides={"T": 30, "T0": 10, "ci_every": 5})
     full = engine.run_study(plan, tmp_path / "full", replicate=fake_replicate, batch_size=4,
