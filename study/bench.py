@@ -4,6 +4,8 @@ step on the full trajectory, the way typical research code does it — with the 
 
     python -m study.bench                # all methods, naive reference for RB
     python -m study.bench --naive all    # naive reference for every method (slow)
+    python -m study.bench --breakdown    # where a replication's time goes, by estimation regime
+    python -m study.bench --batching     # what batching replications into the same numpy calls would buy
 """
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import argparse
 import time
 
 import numpy as np
+from scipy.linalg import lapack
 from scipy.optimize import minimize
+from scipy.special import expit
 from threadpoolctl import threadpool_limits
 
 from . import replication
@@ -56,13 +60,128 @@ def time_replication(setting_name, method, seed, naive=False):
         replication.Estimate = original
 
 
+class TimedEstimate(replication.Estimate):
+    """The study's estimator, timing each refit by regime and each debiased fit (the latest
+    instance is ``TimedEstimate.last``)."""
+
+    last = None
+
+    def __init__(self, setting, env):
+        super().__init__(setting, env)
+        TimedEstimate.last = self
+        self.seconds = dict.fromkeys(REGIMES, 0.0)
+        self.steps = dict.fromkeys(REGIMES, 0)
+
+    def update(self, t, major, other, x, wins, m):
+        started = time.perf_counter()
+        super().update(t, major, other, x, wins, m)
+        if t > self.setting.T0:
+            regime = "stage 2"
+        elif not self.identified:
+            regime = "stage 1, unidentified"
+        elif self.multipliers is not None and np.any(self.multipliers > 0):
+            regime = "stage 1, ball active"
+        else:
+            regime = "stage 1, interior"
+        self.seconds[regime] += time.perf_counter() - started
+        self.steps[regime] += 1
+
+    def debias(self):
+        started = time.perf_counter()
+        result = super().debias()
+        self.seconds["debias"] += time.perf_counter() - started
+        self.steps["debias"] += 1
+        return result
+
+
+REGIMES = ("stage 1, unidentified", "stage 1, ball active", "stage 1, interior", "stage 2", "debias")
+
+
+def breakdown(setting_name, method, seeds, M=None):
+    """Mean seconds (and steps) per replication in each regime, and in total, under the study's
+    setting (CIs on the grid included)."""
+    setting = SETTINGS[setting_name] if M is None else SETTINGS[setting_name].replace(M=M)
+    seconds = dict.fromkeys(REGIMES + ("total",), 0.0)
+    steps = dict.fromkeys(REGIMES, 0)
+    original = replication.Estimate
+    replication.Estimate = TimedEstimate
+    try:
+        for seed in seeds:
+            env = BTLEnvironment(setting, seed)
+            started = time.perf_counter()
+            replication.run_environment(env, method, setting, seed=seed)
+            seconds["total"] += time.perf_counter() - started
+            for regime in REGIMES:
+                seconds[regime] += TimedEstimate.last.seconds[regime]
+                steps[regime] += TimedEstimate.last.steps[regime]
+    finally:
+        replication.Estimate = original
+    count = len(seeds)
+    return ({k: v / count for k, v in seconds.items()}, {k: v / count for k, v in steps.items()})
+
+
+def chord_batching(replications=25, rows=300, params=90, repeats=200, seed=0):
+    """Seconds per replication of one stage-2 chord iteration (margins, gradient, KKT residual,
+    factor solve: the inner loop of every stage-2 refit) at Setting B's size (t = 300 rows,
+    (n-1) d = 90), for ``replications`` problems solved one after another (as the core does) and
+    batched into the same numpy calls (a lockstep design).  Returns (loop, batched, max |diff|)."""
+    rng = np.random.default_rng(seed)
+    design = 0.3 * rng.standard_normal((replications, rows, params))
+    m = np.full((replications, rows), 50.0)
+    wins = rng.integers(0, 51, (replications, rows)).astype(float)
+    beta = 0.1 * rng.standard_normal((replications, params))
+    hessian = np.einsum("ktp,ktq->kpq", design, design) + np.eye(params)
+    factors = [lapack.dpotrf(h)[0] for h in hessian]
+    inverses = np.linalg.inv(hessian)  # a batched design would keep explicit inverses (no batched dpotrs)
+    ridge = 2.0
+
+    def loop():
+        out = np.empty_like(beta)
+        for k in range(replications):
+            grad = (m[k] * expit(design[k] @ beta[k]) - wins[k]) @ design[k] + ridge * beta[k]
+            float(np.abs(grad).max())
+            out[k] = beta[k] - lapack.dpotrs(factors[k], grad)[0]
+        return out
+
+    def batched():
+        residual = m * expit(np.matmul(design, beta[:, :, None])[:, :, 0]) - wins
+        grad = np.matmul(residual[:, None, :], design)[:, 0, :] + ridge * beta
+        np.abs(grad).max(axis=1)
+        return beta - np.matmul(inverses, grad[:, :, None])[:, :, 0]
+
+    diff = float(np.abs(loop() - batched()).max())
+    timings = []
+    for fn in (loop, batched):
+        started = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        timings.append((time.perf_counter() - started) / (repeats * replications))
+    return timings[0], timings[1], diff
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=["A", "B"], choices=sorted(SETTINGS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--naive", nargs="+", default=["RB"], help="methods to time with the naive reference, or 'all'")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="time each replication by estimation regime instead (study settings, CIs included)")
+    parser.add_argument("--reps", type=int, default=3, help="replications per cell for --breakdown")
+    parser.add_argument("--M", type=int, nargs="+", default=None, help="M values for --breakdown (default: the setting's)")
+    parser.add_argument("--batching", action="store_true",
+                        help="time one stage-2 chord iteration per replication, looped vs batched")
     args = parser.parse_args(argv)
+    if args.breakdown:
+        return print_breakdown(args)
+    if args.batching:
+        with threadpool_limits(limits=1, user_api="blas"):
+            loop, batched, diff = chord_batching()
+        print(f"one stage-2 chord iteration at Setting B's size (t = 300 rows, 90 parameters), 25 replications:\n"
+              f"  one after another   {loop * 1e6:6.1f} us per replication\n"
+              f"  batched             {batched * 1e6:6.1f} us per replication   ratio {loop / batched:.2f}"
+              f"   (max |difference| {diff:.1e})")
+        return None
     naive_methods = list(METHODS) if args.naive == ["all"] else args.naive
     print(f"{'setting':8}{'method':10}{'ours (s)':>10}{'naive (s)':>11}{'ratio':>8}   R(T) ours/naive")
     with threadpool_limits(limits=1, user_api="blas"):
@@ -74,6 +193,26 @@ def main(argv=None):
                     slow, naive_result = time_replication(name, method, args.seed, naive=True)
                     line += f"{slow:11.2f}{slow / ours:8.1f}   {result.final_regret:.3f}/{naive_result.final_regret:.3f}"
                 print(line, flush=True)
+
+
+def print_breakdown(args):
+    short = {"stage 1, unidentified": "s1 unid", "stage 1, ball active": "s1 ball", "stage 1, interior": "s1 int",
+             "stage 2": "s2", "debias": "debias"}
+    print("seconds per replication by regime (steps per replication in brackets); rest = policy, "
+          "environment and bookkeeping")
+    print(f"{'cell':18}" + "".join(f"{short[r]:>15}" for r in REGIMES) + f"{'rest':>8}{'total':>8}")
+    seeds = [args.seed + k for k in range(args.reps)]
+    with threadpool_limits(limits=1, user_api="blas"):
+        for name in args.settings:
+            for M in (args.M or [None]):
+                for method in args.methods:
+                    seconds, steps = breakdown(name, method, seeds, M)
+                    label = f"{name}/{method}/M={M or SETTINGS[name].M}"
+                    rest = seconds["total"] - sum(seconds[r] for r in REGIMES)
+                    print(f"{label:18}" + "".join(f"{seconds[r]:8.3f} ({steps[r]:4.0f})" for r in REGIMES)
+                          + f"{rest:8.3f}{seconds['total']:8.3f}", flush=True)
+    print("budget of the 15-minute target for jobs/paper.py (10,000 replications on 2 CPUs): "
+          "2 x 900 s / 10,000 = 0.18 s per replication")
 
 
 if __name__ == "__main__":
