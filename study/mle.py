@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import LinAlgError, lapack
+from scipy.special import expit
 
 from . import _validate as check
 from .likelihood import ComparisonData, sum_zero_basis
@@ -126,8 +127,14 @@ class _Objective:
         self.uniform = bool(np.all(quad == quad[0]))
         self.small = None if self.uniform else (basis.T * quad) @ basis  # Q' diag(quad) Q
         self.lin_r = None if lin is None else (basis.T @ lin).ravel()
+        # the rows are fixed during a fit: fetch the design and the counts once, not per call
+        t = data.t
+        self.design = data._reduced_design(basis)
+        self.m, self.wins = data.m[:t], data.wins[:t]
 
     def margins(self, beta):
+        if self.design is not None:
+            return self.design @ beta
         return self.data.reduced_margins(beta, self.basis)
 
     def _penalty_gradient(self, beta):
@@ -143,7 +150,10 @@ class _Objective:
 
     def gradient(self, beta, u):
         """Q' grad F, flat."""
-        grad = self.data.reduced_gradient(u, self.basis) + self._penalty_gradient(beta)
+        if self.design is not None:
+            grad = (self.m * expit(u) - self.wins) @ self.design + self._penalty_gradient(beta)
+        else:
+            grad = self.data.reduced_gradient(u, self.basis) + self._penalty_gradient(beta)
         if self.lin_r is not None:
             grad = grad - self.lin_r
         return grad
@@ -295,14 +305,14 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     ridge == 0 (the tie-break, see module docstring) and to 0 otherwise."""
     n, d = theta_start.shape
     basis, _ = contrast_basis(n, d)
-    theta = theta_start - theta_start.mean(axis=0)
+    theta = theta_start - theta_start.sum(axis=0) / n  # = mean, without np.mean's call overhead
     if prox is None:
         prox = TIE_BREAK_WEIGHT * (1.0 + data.total_comparisons) / n if ridge == 0.0 else 0.0
     if tol is None:  # the tie-break's tiny curvature needs a tight residual; a ridge does not
         tol = DEFAULT_TOL if prox > 0.0 else RIDGE_TOL
     lin = None
     if prox > 0.0 and reference is not None:
-        ref = reference - reference.mean(axis=0)
+        ref = reference - reference.sum(axis=0) / n
         lin = prox * ref
     base_quad = np.full(n, ridge + prox)
     abs_tol = tol * (1.0 + data.total_comparisons)
@@ -322,7 +332,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         # cheap start: shrink theta into the ball (keeps warm starts feasible-ish)
         norms = np.linalg.norm(theta, axis=1)
         theta = theta * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
-        theta -= theta.mean(axis=0)
+        theta -= theta.sum(axis=0) / n
     total_steps = 0
 
     def inner(nu_value, start, hint):
