@@ -6,6 +6,7 @@ step on the full trajectory, the way typical research code does it — with the 
     python -m study.bench --naive all    # naive reference for every method (slow)
     python -m study.bench --breakdown    # where a replication's time goes, by estimation regime
     python -m study.bench --batching     # what batching replications into the same numpy calls would buy
+    python -m study.bench --row-space    # stage 1's unidentified refits solved on the row space instead
 """
 from __future__ import annotations
 
@@ -159,6 +160,76 @@ def chord_batching(replications=25, rows=300, params=90, repeats=200, seed=0):
     return timings[0], timings[1], diff
 
 
+def row_space_fit(design, m, wins, beta_ref, tol, max_steps=100):
+    """argmin of L over beta_ref + rowspace(design): the eps -> 0 limit of the tie-break, solved
+    by damped Newton in an orthonormal basis of the row space (from the SVD).  Returns (beta, steps)."""
+    _, singular, vt = np.linalg.svd(design, full_matrices=False)
+    basis = vt[: int(np.sum(singular > 1e-9 * singular[0]))].T
+    reduced = design @ basis
+    u = design @ beta_ref
+    coef = np.zeros(basis.shape[1])
+
+    def loss(margins):  # separable rows send margins to +-inf: NaN there is rejected by the line search
+        with np.errstate(invalid="ignore", over="ignore"):
+            return float(m @ np.logaddexp(0.0, margins) - wins @ margins)
+
+    value = loss(u)
+    for step in range(max_steps):
+        s = expit(u)
+        grad = reduced.T @ (m * s - wins)
+        if np.abs(grad).max() <= tol:
+            return beta_ref + basis @ coef, step
+        direction = -lapack.dpotrs(lapack.dpotrf((reduced.T * (m * s * (1 - s))) @ reduced)[0], grad)[0]
+        size = 1.0
+        while True:
+            trial = u + size * (reduced @ direction)
+            trial_value = loss(trial)
+            if trial_value <= value + 1e-4 * size * float(grad @ direction) or size < 1e-12:
+                break
+            size *= 0.5
+        coef, u, value = coef + size * direction, trial, trial_value
+    return beta_ref + basis @ coef, max_steps
+
+
+def row_space_trial(setting_name="B", seeds=(11, 12)):
+    """The core's stage-1 refits while the data do not identify theta and no ball is active, against
+    :func:`row_space_fit` from theta(t-1).  Returns (steps, core s/step, row-space s/step, mean
+    Newton steps, max |theta difference| over the fits that stay inside the balls)."""
+    setting = SETTINGS[setting_name].replace(ci_every=0, T=SETTINGS[setting_name].T0)
+    cases = []
+
+    class Capturing(replication.Estimate):
+        def update(self, t, *args):
+            previous, before = self.theta.copy(), self.multipliers
+            started = time.perf_counter()
+            super().update(t, *args)
+            seconds = time.perf_counter() - started
+            inactive = [nu is None or not np.any(nu > 0) for nu in (before, self.multipliers)]
+            if not self.identified and all(inactive):
+                d = self.data
+                cases.append((d._reduced_design(self.basis).copy(), d.m[: d.t].copy(), d.wins[: d.t].copy(),
+                              previous, self.theta.copy(), seconds, self.basis))
+
+    original = replication.Estimate
+    replication.Estimate = Capturing
+    try:
+        for seed in seeds:
+            replication.run_environment(BTLEnvironment(setting, seed), "RB", setting)
+    finally:
+        replication.Estimate = original
+    core = trial = steps = worst = 0.0
+    for design, m, wins, previous, theta, seconds, basis in cases:
+        started = time.perf_counter()
+        beta, count = row_space_fit(design, m, wins, (basis.T @ previous).ravel(), 1e-11 * (1 + m.sum()))
+        trial += time.perf_counter() - started
+        core, steps = core + seconds, steps + count
+        fitted = basis @ beta.reshape(-1, previous.shape[1])
+        if np.linalg.norm(fitted, axis=1).max() <= setting.gamma:
+            worst = max(worst, float(np.abs(fitted - theta).max()))
+    n = max(len(cases), 1)
+    return len(cases), core / n, trial / n, steps / n, worst
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=["A", "B"], choices=sorted(SETTINGS))
@@ -171,7 +242,16 @@ def main(argv=None):
     parser.add_argument("--M", type=int, nargs="+", default=None, help="M values for --breakdown (default: the setting's)")
     parser.add_argument("--batching", action="store_true",
                         help="time one stage-2 chord iteration per replication, looped vs batched")
+    parser.add_argument("--row-space", action="store_true",
+                        help="stage 1's unidentified refits against the eps -> 0 limit solved on the row space")
     args = parser.parse_args(argv)
+    if args.row_space:
+        with threadpool_limits(limits=1, user_api="blas"):
+            for name in args.settings:
+                count, core, trial, steps, worst = row_space_trial(name)
+                print(f"{name}: {count} unidentified stage-1 refits without an active ball: core {core * 1e3:.2f} ms, "
+                      f"row-space Newton {trial * 1e3:.2f} ms ({steps:.1f} steps); max |theta difference| {worst:.2g}")
+        return None
     if args.breakdown:
         return print_breakdown(args)
     if args.batching:

@@ -14,3 +14,18 @@ def test_breakdown_accounts_for_every_step_and_debias_call():
 def test_batched_chord_iteration_computes_the_same_step():
     loop, batched, diff = bench.chord_batching(replications=3, rows=40, params=12, repeats=2)
     assert diff < 1e-10 and loop > 0 and batched > 0
+
+
+def test_row_space_fit_is_stationary_on_its_affine_set():
+    # independent check: at the returned point the gradient of L is orthogonal to the row space
+    import numpy as np
+    rng = np.random.default_rng(4)
+    design = rng.normal(size=(6, 10))  # 6 rows, 10 parameters: unidentified
+    m = np.full(6, 20.0)
+    wins = rng.integers(3, 18, 6).astype(float)
+    start = rng.normal(size=10)
+    beta, steps = bench.row_space_fit(design, m, wins, start, 1e-10)
+    margins = design @ beta
+    assert np.allclose(margins, np.log(wins / (m - wins)), atol=1e-8)  # full row rank: saturated fit
+    assert np.allclose(np.linalg.lstsq(design, design @ (beta - start), rcond=None)[0], beta - start, atol=1e-8)
+    assert 0 < steps < 100
