@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import contextmanager
 
 import numpy as np
 from scipy.linalg import lapack
@@ -47,18 +48,24 @@ class NaiveEstimate(replication.Estimate):
         self.theta = theta - theta.mean(axis=0)
 
 
+@contextmanager
+def estimator(cls):
+    """Run replications with ``cls`` in place of :class:`replication.Estimate` inside the block."""
+    original = replication.Estimate
+    replication.Estimate = cls
+    try:
+        yield cls
+    finally:
+        replication.Estimate = original
+
+
 def time_replication(setting_name, method, seed, naive=False):
     setting = SETTINGS[setting_name].replace(ci_every=0)
     env = BTLEnvironment(setting, seed)
-    original = replication.Estimate
-    if naive:
-        replication.Estimate = NaiveEstimate
-    try:
+    with estimator(NaiveEstimate if naive else replication.Estimate):
         started = time.perf_counter()
         result = replication.run_environment(env, method, setting, seed=seed)
         return time.perf_counter() - started, result
-    finally:
-        replication.Estimate = original
 
 
 class TimedEstimate(replication.Estimate):
@@ -104,9 +111,7 @@ def breakdown(setting_name, method, seeds, M=None):
     setting = SETTINGS[setting_name] if M is None else SETTINGS[setting_name].replace(M=M)
     seconds = dict.fromkeys(REGIMES + ("total",), 0.0)
     steps = dict.fromkeys(REGIMES, 0)
-    original = replication.Estimate
-    replication.Estimate = TimedEstimate
-    try:
+    with estimator(TimedEstimate):
         for seed in seeds:
             env = BTLEnvironment(setting, seed)
             started = time.perf_counter()
@@ -115,8 +120,6 @@ def breakdown(setting_name, method, seeds, M=None):
             for regime in REGIMES:
                 seconds[regime] += TimedEstimate.last.seconds[regime]
                 steps[regime] += TimedEstimate.last.steps[regime]
-    finally:
-        replication.Estimate = original
     count = len(seeds)
     return ({k: v / count for k, v in seconds.items()}, {k: v / count for k, v in steps.items()})
 
@@ -210,13 +213,9 @@ def row_space_trial(setting_name="B", seeds=(11, 12)):
                 cases.append((d._reduced_design(self.basis).copy(), d.m[: d.t].copy(), d.wins[: d.t].copy(),
                               previous, self.theta.copy(), seconds, self.basis))
 
-    original = replication.Estimate
-    replication.Estimate = Capturing
-    try:
+    with estimator(Capturing):
         for seed in seeds:
             replication.run_environment(BTLEnvironment(setting, seed), "RB", setting)
-    finally:
-        replication.Estimate = original
     core = trial = steps = worst = 0.0
     for design, m, wins, previous, theta, seconds, basis in cases:
         started = time.perf_counter()
