@@ -34,15 +34,18 @@ class BTLEnvironment:
     """The paper's simulation environment for one (setting, replication)."""
 
     def __init__(self, setting, seed):
-        graph_ss, init_ss, context_ss, outcome_ss, policy_ss = seed_sequence(seed).spawn(5)
+        # the sixth child (a drawn truth) leaves the first five, and so every fixed-truth
+        # environment, unchanged
+        graph_ss, init_ss, context_ss, outcome_ss, policy_ss, truth_ss = seed_sequence(seed).spawn(6)
         n, d = setting.n_items, setting.dim
         self.n_items, self.dim, self.T, self.M = n, d, setting.T, setting.M
         if setting.edges is not None:
             self.edges, self.graph_draws = check_edges(setting.edges, n), 0
         else:
-            self.edges, self.graph_draws = erdos_renyi(n, setting.p, np.random.default_rng(graph_ss),
+            self.edges, self.graph_draws = erdos_renyi(n, setting.edge_probability, np.random.default_rng(graph_ss),
                                                        max_draws=setting.max_graph_draws)
-        self.theta_star = setting.theta_star_centred
+        truth = setting.draw_truth(np.random.default_rng(truth_ss))
+        self.theta_star = truth - truth.mean(axis=0)
         init_rng = np.random.default_rng(init_ss)
         mean = (np.arange(1, n + 1, dtype=float)[:, None] if setting.init_mean == "item"
                 else float(setting.init_mean))

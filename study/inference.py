@@ -83,6 +83,35 @@ class DebiasResult:
             raise LinAlgError(f"dtrtrs failed (info={info})")
         return np.einsum("ki,ki->i", solved, solved)
 
+    def pair_spread(self, x: np.ndarray, pairs) -> np.ndarray:
+        """Var of x'(theta_d_i - theta_d_j) for each row (i, j) of ``pairs``, shape (P,):
+        x'[(Phi_11)_ii + (Phi_11)_jj - 2 (Phi_11)_ij] x, the squared column norms of U'^{-1} B with
+        B = [vec((Q_i - Q_j) x') ...] (one triangular solve; NaN while Phi is unavailable)."""
+        pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            return self._nan(len(pairs))
+        basis, _ = contrast_basis(n, d)
+        q = (basis[pairs[:, 0]] - basis[pairs[:, 1]]).T  # (n-1, P)
+        columns = (q[:, None, :] * np.asarray(x, dtype=float)[None, :, None]).reshape((n - 1) * d, len(pairs))
+        solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
+        if info != 0:
+            raise LinAlgError(f"dtrtrs failed (info={info})")
+        return np.einsum("kp,kp->p", solved, solved)
+
+    def sample(self, z: np.ndarray) -> np.ndarray:
+        """theta_d + C U^{-1} z: a draw from N(theta_d, Phi_11) for a standard normal ``z`` of length
+        (n-1) d (the Gaussian approximation of the posterior used by Thompson sampling)."""
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            raise ValueError("Phi_11 is not available (Psi_t is singular): nothing to sample from")
+        z = np.asarray(z, dtype=float).reshape((n - 1) * d)
+        solved, info = lapack.dtrtrs(self.factor, z, lower=0, trans=0)
+        if info != 0:
+            raise LinAlgError(f"dtrtrs failed (info={info})")
+        basis, _ = contrast_basis(n, d)
+        return self.theta_d + basis @ solved.reshape(n - 1, d)
+
     @property
     def phi11(self) -> np.ndarray:
         """Phi_11 (nd, nd), item-major index i*d + k."""

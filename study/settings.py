@@ -3,6 +3,7 @@ validated objects.  Any field can be overridden with :meth:`Setting.replace`."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -12,7 +13,7 @@ from . import _validate as check
 
 METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")
 TIE_BREAKS = ("nearest", "min_norm")
-TRUTHS = ("paired", "identity")
+TRUTHS = ("paired", "identity", "normal")
 
 
 def paired_truth(n_items: int, dim: int) -> np.ndarray:
@@ -36,6 +37,12 @@ def identity_truth(n_items: int, dim: int) -> np.ndarray:
 class Setting:
     """One simulation setting.  Field names follow the paper's symbols.
 
+    ``truth='normal'`` draws theta* per replication (entries N(0, truth_scale^2 / d), so that
+    E||theta*_i||^2 = truth_scale^2) from the replication's seed; the fixed truths are
+    ``'paired'`` (Setting A), ``'identity'`` (Setting B) or an explicit (n_items, dim) array.
+    ``p`` is the Erdos-Renyi edge probability, a number in (0, 1] or a multiple of log(n)/n
+    written ``"2log(n)/n"`` (capped at 1), so that a graph keeps its connectivity as n grows.
+
     ``gamma`` is the stage-1 radius (label ``opt1``); ``c_lambda`` scales the stage-2 ridge
     lambda_t = c_lambda * sqrt(t M log T / n) (label ``opt``).  The paper gives values for neither;
     see the README for the choice and its sensitivity.  ``init_mean='item'`` draws theta_i(0) from
@@ -48,11 +55,12 @@ class Setting:
     T: int = 500
     T0: int = 200
     M: int = 20
-    p: float = 0.3
+    p: object = 0.3
     alpha: float = 0.25
     context_mean: float = 1.0
     context_var: float = 0.5
     truth: object = "paired"
+    truth_scale: float = 1.0
     init_mean: object = 0.0
     init_var: float = 5.0
     gamma: float = 5.0
@@ -71,7 +79,7 @@ class Setting:
         if self.T0 > self.T:
             raise ValueError(f"T0 must lie in [0, T={self.T}], got T0={self.T0}")
         check.integer("M", self.M, low=1)
-        check.real("p", self.p, low=0.0, high=1.0, low_open=True)
+        self.edge_probability  # validates p
         check.real("alpha", self.alpha, low=0.0, high=1.0, low_open=True, high_open=True)
         check.real("context_mean", self.context_mean)
         check.real("context_var", self.context_var, low=0.0)
@@ -85,17 +93,45 @@ class Setting:
         check.integer("ci_every", self.ci_every, low=0)
         check.real("ci_level", self.ci_level, low=0.0, high=1.0, low_open=True, high_open=True)
         check.integer("max_graph_draws", self.max_graph_draws, low=1)
-        truth = self.theta_star  # validates shape and finiteness
-        if self.gamma < np.linalg.norm(truth - truth.mean(axis=0), axis=1).max():
-            raise ValueError(f"gamma={self.gamma} is smaller than the largest centred true item norm; "
-                             "the stage-1 constraint set must contain theta*")
+        check.real("truth_scale", self.truth_scale, low=0.0, low_open=True)
+        if not self.random_truth:
+            truth = self.theta_star  # validates shape and finiteness
+            check_truth_in_ball(truth, self.gamma)
         if self.edges is not None:
             from .graph import check_edges
             check_edges(self.edges, self.n_items)
 
     @property
+    def random_truth(self) -> bool:
+        return isinstance(self.truth, str) and self.truth == "normal"
+
+    @property
+    def edge_probability(self) -> float:
+        """p as a number: ``p`` itself, or c log(n)/n (capped at 1) for ``p = "clog(n)/n"``."""
+        if isinstance(self.p, str):
+            match = _LOG_DENSITY.fullmatch(self.p.replace(" ", ""))
+            if match is None:
+                raise ValueError(f"p must be a number in (0, 1] or a multiple of log(n)/n such as '2log(n)/n', "
+                                 f"got {self.p!r}")
+            factor = check.real("the multiple of log(n)/n in p", float(match.group(1) or 1.0), low=0.0,
+                                low_open=True)
+            return min(1.0, factor * float(np.log(self.n_items)) / self.n_items)
+        return check.real("p", self.p, low=0.0, high=1.0, low_open=True)
+
+    def draw_truth(self, rng: np.random.Generator) -> np.ndarray:
+        """theta* for one replication (not centred): the fixed truth, or a ``'normal'`` draw."""
+        if not self.random_truth:
+            return self.theta_star
+        truth = rng.standard_normal((self.n_items, self.dim)) * (self.truth_scale / np.sqrt(self.dim))
+        check_truth_in_ball(truth, self.gamma)
+        return truth
+
+    @property
     def theta_star(self) -> np.ndarray:
-        """True attributes as given (not centred)."""
+        """True attributes as given (not centred); a ``'normal'`` truth is drawn per replication
+        (:meth:`draw_truth`) and has no fixed value."""
+        if self.random_truth:
+            raise ValueError("truth='normal' is drawn per replication (Setting.draw_truth); it has no fixed value")
         if isinstance(self.truth, str):
             if self.truth == "paired":
                 return paired_truth(self.n_items, self.dim)
@@ -127,6 +163,16 @@ class Setting:
             value = getattr(self, f.name)
             out[f.name] = np.asarray(value).tolist() if isinstance(value, (np.ndarray, list, tuple)) else value
         return out
+
+
+_LOG_DENSITY = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)?\*?log\(n\)/n")
+
+
+def check_truth_in_ball(truth: np.ndarray, gamma: float) -> None:
+    largest = float(np.linalg.norm(truth - truth.mean(axis=0), axis=1).max())
+    if gamma < largest:
+        raise ValueError(f"gamma={gamma} is smaller than the largest centred true item norm ({largest:.3g}); "
+                         "the stage-1 constraint set must contain theta*")
 
 
 SETTINGS = MappingProxyType({
