@@ -1,10 +1,5 @@
-"""One replication: a policy run against an environment, with the estimator refitted every step.
-
-Estimator schedule (the same for every policy, as the paper's Algorithm 1 and section
-"Numerical Studies" use one estimation procedure for all methods): for t <= T0 the constrained
-MLE (label ``opt1``, radius gamma, tie-break per ``setting.tie_break``); for t > T0 the ridge MLE
-(label ``opt``, lambda_t = c_lambda sqrt(t M log T / n)).  Both are warm-started from theta(t-1).
-"""
+"""One replication: a policy run against an environment, with the shared estimator
+(:class:`study.estimator.Estimate`) refitted every step."""
 from __future__ import annotations
 
 import time
@@ -15,10 +10,8 @@ from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
 from .environment import BTLEnvironment, seed_sequence
+from .estimator import Estimate
 from .graph import neighbours
-from .inference import DebiasResult, debias_data
-from .likelihood import ComparisonData
-from .mle import contrast_basis, identified, new_row_term, solve
 from .policies import make_policy
 from .result import INTERVAL_COLUMNS, INTERVAL_DTYPES, ReplicationResult
 from .settings import check_method, resolve_setting
@@ -28,49 +21,6 @@ from .settings import check_method, resolve_setting
 class Graph:
     edges: np.ndarray
     neighbours: list
-
-
-class Estimate:
-    """theta(t), refitted every step, and (when needed) its debiased version."""
-
-    def __init__(self, setting, env):
-        self.setting = setting
-        self.data = ComparisonData(env.n_items, env.dim, env.T, edges=env.edges)
-        self.theta = env.theta0 - env.theta0.mean(axis=0)
-        self.multipliers = None
-        self.debiased: DebiasResult | None = None
-        self.newton_steps = 0
-        self.factor = None  # last Cholesky factor, reused for chord steps at the next refit
-        self.basis = contrast_basis(env.n_items, env.dim)[0]
-        self.identified = False  # do the data identify theta (reduced Hessian of L well conditioned)?
-
-    def update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
-        s = self.setting
-        self.data.append(major, other, x, wins, m)
-        if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
-            self.factor = self.factor.add(new_row_term(self.data, self.theta, self.basis))
-        if t <= s.T0:
-            # rows only add information: once identified, always identified; the rank bound
-            # settles the early steps without a factorisation
-            if not self.identified and self.data.rank_bound() >= self.basis.shape[1] * self.data.dim:
-                self.identified = identified(self.data, self.theta, self.basis, np.zeros(self.data.n_items))
-            reference = self.theta if s.tie_break == "nearest" else None
-            fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
-                        factor_hint=self.factor, prox=0.0 if self.identified else None)
-            if not fit.converged and self.identified:  # near-separable data: fall back on the tie-break term
-                fit = solve(self.data, self.theta, radius=s.gamma, reference=reference)
-            self.multipliers = fit.multipliers
-        else:
-            ridge = s.lambda_t(t)
-            reference = self.theta if (ridge == 0.0 and s.tie_break == "nearest") else None
-            fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor)
-        self.factor = fit.factor
-        self.theta = fit.theta
-        self.newton_steps += fit.newton_steps
-
-    def debias(self) -> DebiasResult:
-        self.debiased = debias_data(self.data, self.theta)
-        return self.debiased
 
 
 def run_environment(env, method: str, setting, *, policy_seed=None, snapshot_times=(), seed: int = -1) -> ReplicationResult:
