@@ -7,6 +7,7 @@ step on the full trajectory, the way typical research code does it — with the 
     python -m study.bench --breakdown    # where a replication's time goes, by estimation regime
     python -m study.bench --batching     # what batching replications into the same numpy calls would buy
     python -m study.bench --row-space    # stage 1's unidentified refits solved on the row space instead
+    python -m study.bench --scale        # seconds per replication as n grows, current vs replaced core
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from scipy.special import expit
 from threadpoolctl import threadpool_limits
 
 from . import replication
+from .contrasts import from_reduced, to_reduced
 from .environment import BTLEnvironment
+from .legacy.estimator import Estimate as LegacyEstimate
 from .settings import METHODS, SETTINGS
 
 
@@ -210,23 +213,70 @@ def row_space_trial(setting_name="B", seeds=(11, 12)):
             inactive = [nu is None or not np.any(nu > 0) for nu in (before, self.multipliers)]
             if not self.identified and all(inactive):
                 d = self.data
-                cases.append((d._reduced_design(self.basis).copy(), d.m[: d.t].copy(), d.wins[: d.t].copy(),
-                              previous, self.theta.copy(), seconds, self.basis))
+                design = np.array([d.reduced_row(k) for k in range(d.t)])
+                cases.append((design, d.m[: d.t].copy(), d.wins[: d.t].copy(), previous, self.theta.copy(), seconds))
 
     with estimator(Capturing):
         for seed in seeds:
             replication.run_environment(BTLEnvironment(setting, seed), "RB", setting)
     core = trial = steps = worst = 0.0
-    for design, m, wins, previous, theta, seconds, basis in cases:
+    for design, m, wins, previous, theta, seconds in cases:
         started = time.perf_counter()
-        beta, count = row_space_fit(design, m, wins, (basis.T @ previous).ravel(), 1e-11 * (1 + m.sum()))
+        beta, count = row_space_fit(design, m, wins, to_reduced(previous).ravel(), 1e-11 * (1 + m.sum()))
         trial += time.perf_counter() - started
         core, steps = core + seconds, steps + count
-        fitted = basis @ beta.reshape(-1, previous.shape[1])
+        fitted = from_reduced(beta.reshape(-1, previous.shape[1]))
         if np.linalg.norm(fitted, axis=1).max() <= setting.gamma:
             worst = max(worst, float(np.abs(fitted - theta).max()))
     n = max(len(cases), 1)
     return len(cases), core / n, trial / n, steps / n, worst
+
+
+SCALE_ITEMS = (10, 20, 50, 100, 200)
+
+
+def scale_setting(n_items: int):
+    """The scaling workload: d = 10, M = 50, T = 300, T0 = 120, theta* ~ N(0, 1/d) per entry,
+    p = 2 log(n)/n (graph redrawn until connected), theta(0) ~ N(0, 5)."""
+    return SETTINGS["B"].replace(n_items=n_items, dim=10, M=50, T=300, T0=120, truth="normal",
+                                 p="2log(n)/n", ci_every=0)
+
+
+def scale_times(n_items, cls, seeds, method="RB"):
+    """Seconds and final regret of each replication of ``method`` at ``n_items`` with estimator ``cls``."""
+    setting = scale_setting(n_items)
+    out = []
+    with estimator(cls):
+        for seed in seeds:
+            env = BTLEnvironment(setting, seed)
+            started = time.perf_counter()
+            result = replication.run_environment(env, method, setting, seed=seed)
+            out.append((time.perf_counter() - started, result.final_regret))
+    return out
+
+
+def print_scale(args):
+    print("RB, d = 10, M = 50, T = 300, T0 = 120, p = 2 log(n)/n; seconds per replication (ms per step); "
+          f"mean of {args.reps} replications per n for the current core; the replaced core (study.legacy) "
+          "on the first of them (speed-up on that replication)")
+    print(f"{'n':>5}{'params':>8}{'current':>19}{'vs n=10':>9}{'replaced core':>20}{'vs n=10':>9}{'speed-up':>10}"
+          "   R(T) current / replaced")
+    base = {}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for n in args.items:
+            seeds = [args.seed + k for k in range(args.reps)]
+            new = scale_times(n, replication.Estimate, seeds)
+            mean = float(np.mean([s for s, _ in new]))
+            base.setdefault("new", mean)
+            line = f"{n:5d}{(n - 1) * 10:8d}{mean:10.2f} s ({mean / 0.3:5.1f} ms){mean / base['new']:8.1f}x"
+            if n <= args.legacy_max_n:
+                (old_s, old_r), = scale_times(n, LegacyEstimate, seeds[:1])
+                base.setdefault("legacy", old_s)
+                line += (f"{old_s:10.2f} s ({old_s / 0.3:5.0f} ms){old_s / base['legacy']:8.0f}x"
+                         f"{old_s / new[0][0]:9.0f}x   {new[0][1]:.4f} / {old_r:.4f}")
+            else:
+                line += f"{'(not run)':>20}{'':9}{'':10}   {new[0][1]:.4f}"
+            print(line, flush=True)
 
 
 def main(argv=None):
@@ -243,7 +293,16 @@ def main(argv=None):
                         help="time one stage-2 chord iteration per replication, looped vs batched")
     parser.add_argument("--row-space", action="store_true",
                         help="stage 1's unidentified refits against the eps -> 0 limit solved on the row space")
+    parser.add_argument("--scale", action="store_true",
+                        help="seconds per replication of RB as n grows (d = 10, T = 300), current vs replaced core")
+    parser.add_argument("--items", type=int, nargs="+", default=list(SCALE_ITEMS), help="n values for --scale")
+    parser.add_argument("--legacy-max-n", type=int, default=100,
+                        help="--scale: time the replaced core only up to this n (it takes minutes at n = 100)")
     args = parser.parse_args(argv)
+    if args.scale:
+        if "--reps" not in (argv if argv is not None else __import__("sys").argv[1:]):
+            args.reps = 2
+        return print_scale(args)
     if args.row_space:
         with threadpool_limits(limits=1, user_api="blas"):
             for name in args.settings:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .inference import DebiasResult, debias_data
 from .likelihood import ComparisonData
-from .mle import contrast_basis, identified, new_row_term, solve
+from .mle import identified, new_row_term, solve
 
 
 class Estimate:
@@ -25,19 +25,18 @@ class Estimate:
         self.debiased: DebiasResult | None = None
         self.newton_steps = 0
         self.factor = None  # last Cholesky factor, reused for chord steps at the next refit
-        self.basis = contrast_basis(env.n_items, env.dim)[0]
         self.identified = False  # do the data identify theta (reduced Hessian of L well conditioned)?
 
     def update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
         s = self.setting
         self.data.append(major, other, x, wins, m)
         if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
-            self.factor = self.factor.add(new_row_term(self.data, self.theta, self.basis))
+            self.factor = self.factor.add(new_row_term(self.data, self.theta))
         if t <= s.T0:
             # rows only add information: once identified, always identified; the rank bound
             # settles the early steps without a factorisation
-            if not self.identified and self.data.rank_bound() >= self.basis.shape[1] * self.data.dim:
-                self.identified = identified(self.data, self.theta, self.basis, np.zeros(self.data.n_items))
+            if not self.identified and self.data.rank_bound() >= self.data.n_parameters:
+                self.identified = identified(self.data, self.theta, np.zeros(self.data.n_items))
             reference = self.theta if s.tie_break == "nearest" else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
                         factor_hint=self.factor, prox=0.0 if self.identified else None)

@@ -18,8 +18,9 @@ from scipy.linalg import LinAlgError, lapack
 from scipy.stats import norm
 
 from . import _validate as check
+from .contrasts import from_reduced, to_reduced
 from .likelihood import ComparisonData
-from .mle import cholesky, cholesky_solve, contrast_basis, reduced_hessian_data
+from .systems import cholesky, cholesky_solve, reduced_hessian
 
 RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number exceeds 1/RCOND
 
@@ -53,6 +54,18 @@ class DebiasResult:
             cached = self.__dict__["_reduced_inverse"] = np.triu(inverse) + np.triu(inverse, 1).T
         return cached
 
+    def _phi_blocks(self) -> np.ndarray:
+        """(n, n, d, d): block [i, j] of Phi_11 = C (C'HC)^{-1} C', by the Helmert transform on
+        both item axes of the reduced inverse (O(n^2 d^2) after the inverse)."""
+        cached = self.__dict__.get("_blocks")
+        if cached is None:
+            n, d = self.theta_d.shape
+            k = n - 1
+            reduced = self.reduced_inverse.reshape(k, d, k, d).transpose(0, 2, 1, 3)  # [a, b, alpha, beta]
+            both = from_reduced(from_reduced(reduced).transpose(1, 0, 2, 3))  # [j, i, alpha, beta]
+            cached = self.__dict__["_blocks"] = np.ascontiguousarray(both.transpose(1, 0, 2, 3))
+        return cached
+
     @property
     def cov(self) -> np.ndarray:
         """(n, d, d): the diagonal blocks of Phi_11, cov_i = sum_ab Q_ia Q_ib [(C'HC)^{-1}]_ab."""
@@ -61,11 +74,7 @@ class DebiasResult:
             return self._nan(n, d, d)
         cached = self.__dict__.get("_cov")
         if cached is None:
-            basis, _ = contrast_basis(n, d)
-            k = n - 1
-            blocks = self.reduced_inverse.reshape(k, d, k, d)
-            half = (basis @ blocks.transpose(2, 0, 1, 3).reshape(k, k * d * d)).reshape(n, k, d, d)
-            cached = self.__dict__["_cov"] = np.einsum("ia,iade->ide", basis, half, optimize=False)
+            cached = self.__dict__["_cov"] = np.einsum("iide->ide", self._phi_blocks()).copy()
         return cached
 
     def spread(self, x: np.ndarray) -> np.ndarray:
@@ -76,8 +85,7 @@ class DebiasResult:
             return self._nan(n)
         if "_cov" in self.__dict__:
             return np.einsum("d,ide,e->i", x, self.__dict__["_cov"], x)
-        basis, _ = contrast_basis(n, d)
-        columns = (basis.T[:, :, None] * x[None, None, :]).transpose(0, 2, 1).reshape((n - 1) * d, n)
+        columns = np.einsum("ai,e->aei", to_reduced(np.eye(n)), x).reshape((n - 1) * d, n)  # Q_i (x) x
         solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
         if info != 0:
             raise LinAlgError(f"dtrtrs failed (info={info})")
@@ -91,8 +99,8 @@ class DebiasResult:
         n, d = self.theta_d.shape
         if self.factor is None:
             return self._nan(len(pairs))
-        basis, _ = contrast_basis(n, d)
-        q = (basis[pairs[:, 0]] - basis[pairs[:, 1]]).T  # (n-1, P)
+        basis = to_reduced(np.eye(n))  # Q', (n-1, n)
+        q = basis[:, pairs[:, 0]] - basis[:, pairs[:, 1]]  # (n-1, P)
         columns = (q[:, None, :] * np.asarray(x, dtype=float)[None, :, None]).reshape((n - 1) * d, len(pairs))
         solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
         if info != 0:
@@ -109,8 +117,7 @@ class DebiasResult:
         solved, info = lapack.dtrtrs(self.factor, z, lower=0, trans=0)
         if info != 0:
             raise LinAlgError(f"dtrtrs failed (info={info})")
-        basis, _ = contrast_basis(n, d)
-        return self.theta_d + basis @ solved.reshape(n - 1, d)
+        return self.theta_d + from_reduced(solved.reshape(n - 1, d))
 
     @property
     def phi11(self) -> np.ndarray:
@@ -120,8 +127,7 @@ class DebiasResult:
             return self._nan(n * d, n * d)
         cached = self.__dict__.get("_phi11")
         if cached is None:
-            _, c = contrast_basis(n, d)
-            cached = self.__dict__["_phi11"] = c @ self.reduced_inverse @ c.T
+            cached = self.__dict__["_phi11"] = self._phi_blocks().transpose(0, 2, 1, 3).reshape(n * d, n * d)
         return cached
 
     @property
@@ -149,9 +155,8 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
     n, d = theta.shape
     if data.rank_bound() < (n - 1) * d:  # too few rows per edge: C'HC is singular for every theta
         return _unavailable(n, d, np.inf)
-    basis, _ = contrast_basis(n, d)
     u = data.margins(theta)
-    reduced = reduced_hessian_data(data, theta, u, basis)
+    reduced = reduced_hessian(data, u)
     try:
         factor = cholesky(reduced)
     except LinAlgError:
@@ -160,8 +165,8 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
     if not rcond > rcond_min:
         return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond)
     # theta_d = theta - Phi_11 grad = theta - Q [(C'HC)^{-1} Q' grad]  (C = Q (x) I_d)
-    step = cholesky_solve(factor, data.reduced_gradient(u, basis))
-    theta_d = theta - basis @ step.reshape(n - 1, d)
+    step = cholesky_solve(factor, data.reduced_gradient(u))
+    theta_d = theta - from_reduced(step.reshape(n - 1, d))
     return DebiasResult(theta_d=theta_d, available=True, condition=1.0 / rcond, factor=factor)
 
 

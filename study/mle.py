@@ -6,13 +6,15 @@
   automatically sum-to-zero, because L_t is invariant to adding one vector to every theta_i).
 
 Both are solved by one routine: safeguarded Newton (Armijo backtracking) in reduced coordinates
-on the sum-zero subspace, theta = Q beta (Q orthonormal Helmert contrasts; margins and the
-reduced gradient are one matrix-vector product each with the stored design rows
-(Q[b] - Q[a]) (x) x), warm-started from theta(t-1) and from the previous step's Cholesky factor
-with the new row folded in by a Woodbury update (chord steps, undone and refactorised when they
-do not cut the residual tenfold); the ball constraints are handled by per-item Lagrange
-multipliers nu_i >= 0 found by projected Newton ascent on the (concave) dual, each dual point
-solved by the inner Newton.  The dual Newton step is taken on the secular form
+on the sum-zero subspace, theta = Q beta (Q orthonormal Helmert contrasts, applied by the fast
+transforms of :mod:`study.contrasts`; margins and gradients in item form, O(t d)), each Newton
+system solved exactly by :func:`study.systems.factorize` (the t x t row-space system while rows
+are fewer than parameters, the dense reduced Hessian otherwise), warm-started from theta(t-1)
+and from the previous step's factor with the new row folded in by a Woodbury update (chord
+steps, undone and refactorised when they do not cut the residual tenfold); the ball
+constraints are handled by per-item Lagrange multipliers nu_i >= 0 found by projected Newton
+ascent on the (concave) dual, each dual point solved by the inner Newton.  The dual Newton step
+is taken on the secular form
 1/||theta_i|| - 1/gamma (More & Sorensen), its line search starts from twice the last accepted
 step, and a projected scaled-gradient step is the fallback when projection leaves Newton no
 move.  Stopping rule: the KKT residual ||Q'(grad F)||_inf <= tol * (1 + total comparisons) with
@@ -38,10 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import LinAlgError, lapack
-from scipy.special import expit
 
 from . import _validate as check
-from .likelihood import ComparisonData, sum_zero_basis
+from .contrasts import from_reduced, sum_zero_basis, to_reduced
+from .likelihood import ComparisonData
+from .systems import cholesky, factorize, reduced_hessian, reduced_weights
 
 TIE_BREAK_WEIGHT = 1e-4
 DEFAULT_TOL = 1e-11
@@ -59,83 +62,24 @@ class FitResult:
     factor: object = None  # Cholesky factor of the last reduced Hessian (a warm start for the next fit)
 
 
-_BASES: dict = {}
-
-
-def contrast_basis(n: int, d: int):
-    """(Q, C) with Q the (n, n-1) Helmert basis and C = Q (x) I_d, cached per (n, d)."""
-    key = (n, d)
-    if key not in _BASES:
-        q = sum_zero_basis(n)
-        _BASES[key] = (q, np.kron(q, np.eye(d)))
-    return _BASES[key]
-
-
-def reduced_hessian_data(data: ComparisonData, theta, u, basis: np.ndarray, quad=None) -> np.ndarray:
-    """Reduced Hessian straight from the edge Grams: sum_e (q_e q_e') (x) G_e with
-    q_e = Q[hi_e] - Q[lo_e], never forming the (nd, nd) matrix."""
-    n_edges, k = len(data.edge_lo), basis.shape[1]
-    if k * k * n_edges > 2_000_000:  # large sparse graphs: assemble blocks instead
-        return reduced_hessian(data.hessian_blocks(theta, u), basis, quad)
-    grams = data.edge_grams(theta, u)
-    d = grams.shape[1]
-    cache = getattr(data, "_reduced_map", None)
-    if cache is None or cache[0] != n_edges:
-        lo = np.asarray(data.edge_lo, dtype=np.intp)
-        hi = np.asarray(data.edge_hi, dtype=np.intp)
-        qe = basis[hi] - basis[lo]  # (E, k)
-        data._reduced_map = cache = (n_edges, np.einsum("ea,eb->abe", qe, qe).reshape(k * k, n_edges))
-    red = (cache[1] @ grams.reshape(n_edges, d * d)).reshape(k, k, d, d).transpose(0, 2, 1, 3).reshape(k * d, k * d)
-    return _add_quadratic(red, basis, quad, d, fresh=True)
-
-
-def _add_quadratic(red, basis, quad, d, fresh=False):
-    """red + (Q' diag(quad) Q) (x) I_d; ``fresh``: red is a new array that may be updated in place."""
-    if quad is None:
-        return red
-    first = quad[0]
-    if np.all(quad == first):  # Q'Q = I: a constant weight only shifts the diagonal
-        if first == 0.0:
-            return red
-        red = red if fresh else red.copy()
-        red.flat[:: red.shape[0] + 1] += first
-        return red
-    else:
-        k = basis.shape[1]
-        small = (basis.T * quad) @ basis
-        red = (red.reshape(k, d, k, d) + small[:, None, :, None] * np.eye(d)[None, :, None, :]).reshape(k * d, k * d)
-    return red
-
-
-def reduced_hessian(blocks: np.ndarray, basis: np.ndarray, quad: np.ndarray | None = None) -> np.ndarray:
-    """(Q (x) I)' [H + diag(quad) (x) I] (Q (x) I) for an (n, n, d, d) block Hessian."""
-    n, _, d, _ = blocks.shape
-    _, c = contrast_basis(n, d)
-    full = blocks.transpose(0, 2, 1, 3).reshape(n * d, n * d)
-    red = c.T @ full @ c
-    return _add_quadratic(red, basis, quad, d)
-
-
 class _Objective:
     """F(theta) = L(theta) + sum_i quad_i/2 ||theta_i||^2 - <lin, theta> on the sum-zero space, in
     reduced coordinates theta = Q beta (beta flat, length (n-1) d): since Q'Q = I the quadratic
-    term is beta' (Q' diag(quad) Q (x) I) beta / 2 and the linear one <Q' lin, beta>."""
+    term is beta' (Q' diag(quad) Q (x) I) beta / 2 and the linear one <Q' lin, beta>.  Margins
+    and gradients are computed in item form (O(t d)) and moved by the fast Helmert transform."""
 
-    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None, basis: np.ndarray):
-        self.data, self.quad, self.lin, self.basis = data, quad, lin, basis
-        self.k, self.d = basis.shape[1], data.dim
+    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None):
+        self.data, self.quad, self.lin = data, quad, lin
+        self.k, self.d = data.n_items - 1, data.dim
         self.uniform = bool(np.all(quad == quad[0]))
-        self.small = None if self.uniform else (basis.T * quad) @ basis  # Q' diag(quad) Q
-        self.lin_r = None if lin is None else (basis.T @ lin).ravel()
-        # the rows are fixed during a fit: fetch the design and the counts once, not per call
-        t = data.t
-        self.design = data._reduced_design(basis)
-        self.m, self.wins = data.m[:t], data.wins[:t]
+        self.small = None if self.uniform else reduced_weights(quad)  # Q' diag(quad) Q
+        self.lin_r = None if lin is None else to_reduced(lin).ravel()
+
+    def theta(self, beta):
+        return from_reduced(beta.reshape(self.k, self.d))
 
     def margins(self, beta):
-        if self.design is not None:
-            return self.design @ beta
-        return self.data.reduced_margins(beta, self.basis)
+        return self.data.reduced_margins(beta)
 
     def _penalty_gradient(self, beta):
         if self.uniform:
@@ -150,79 +94,13 @@ class _Objective:
 
     def gradient(self, beta, u):
         """Q' grad F, flat."""
-        if self.design is not None:
-            grad = (self.m * expit(u) - self.wins) @ self.design + self._penalty_gradient(beta)
-        else:
-            grad = self.data.reduced_gradient(u, self.basis) + self._penalty_gradient(beta)
+        grad = self.data.reduced_gradient(u) + self._penalty_gradient(beta)
         if self.lin_r is not None:
             grad = grad - self.lin_r
         return grad
 
 
-def cholesky(matrix: np.ndarray) -> np.ndarray:
-    """Upper Cholesky factor via LAPACK dpotrf directly (scipy.linalg's wrappers cost ~50 us a
-    call in validation, which dominates at these sizes); raises LinAlgError if not PD."""
-    factor, info = lapack.dpotrf(matrix, lower=0, clean=0)
-    if info != 0:
-        raise LinAlgError(f"matrix not positive definite (dpotrf info={info})")
-    return factor
-
-
-def cholesky_solve(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    out, info = lapack.dpotrs(factor, rhs, lower=0)
-    if info != 0:
-        raise LinAlgError(f"dpotrs failed (info={info})")
-    return out
-
-
-class Factor:
-    """Cholesky factor of a reduced Hessian K0, plus rank-one terms v v' added since (one per new
-    comparison row), solved by the Woodbury identity.  Between refits the Hessian changes by the
-    new row's term (captured exactly here) and by the drift of the old rows' weights (small), so
-    chord steps with this factor converge fast without refactorising."""
-
-    max_rank = 8
-
-    def __init__(self, cho):
-        self.cho = cho
-        self.V = None  # (k, r) rank-one columns
-        self.Z = None  # K0^{-1} V
-        self.small = None  # Cholesky of I + V'Z
-
-    def solve(self, rhs: np.ndarray) -> np.ndarray:
-        out = cholesky_solve(self.cho, rhs)
-        if self.V is not None:
-            out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
-        return out
-
-    def add(self, column: np.ndarray) -> "Factor | None":
-        """A new factor for K0 + V V' + column column'; None once the rank budget is used up."""
-        V = column[:, None] if self.V is None else np.column_stack([self.V, column])
-        if V.shape[1] > self.max_rank:
-            return None
-        new = Factor(self.cho)
-        new.V = V
-        new.Z = cholesky_solve(self.cho, V)
-        new.small = cholesky(np.eye(V.shape[1]) + V.T @ new.Z)
-        return new
-
-
-def _factor(matrix: np.ndarray) -> Factor:
-    """Cholesky of a symmetric matrix; if it is not numerically positive definite, damp it."""
-    try:
-        return Factor(cholesky(matrix))
-    except LinAlgError:
-        scale = max(float(np.trace(matrix)) / matrix.shape[0], 1.0)
-        for damping in (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0):
-            try:
-                return Factor(cholesky(matrix + damping * scale * np.eye(matrix.shape[0])))
-            except LinAlgError:
-                continue
-        raise
-
-
-def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: float, max_steps: int,
-            factor_hint=None):
+def _newton(objective: _Objective, theta: np.ndarray, tol: float, max_steps: int, factor_hint=None):
     """Minimise ``objective`` over theta = Q beta from ``theta`` (assumed sum-zero).
 
     Safeguarded Newton: Armijo backtracking while the predicted decrease is visible in floating
@@ -235,7 +113,7 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
     n, d = theta.shape
     factor = factor_hint
     chord = factor_hint is not None
-    beta = (basis.T @ theta).ravel()
+    beta = to_reduced(theta).ravel()
     u = objective.margins(beta)
     value = None  # F(beta), computed only when a line search needs it (chord steps never do)
     previous = np.inf
@@ -244,7 +122,7 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
     before_chord = None  # the point a chord step started from, to return to if it fails
 
     def done(ok):
-        return basis @ beta.reshape(n - 1, d), hessians, residual, ok, factor, u
+        return from_reduced(beta.reshape(n - 1, d)), hessians, residual, ok, factor, u
 
     for _ in range(3 * max_steps + 3):
         grad = objective.gradient(beta, u)
@@ -259,7 +137,7 @@ def _newton(objective: _Objective, theta: np.ndarray, basis: np.ndarray, tol: fl
         if not chord:
             if hessians >= max_steps:
                 break
-            factor = _factor(reduced_hessian_data(data, None, u, basis, objective.quad))
+            factor = factorize(data, u, objective.quad)
             hessians += 1
         previous = residual
         direction = -factor.solve(grad)
@@ -304,7 +182,6 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     space, with ||theta_i|| <= radius if given.  ``prox`` defaults to ``TIE_BREAK_WEIGHT`` when
     ridge == 0 (the tie-break, see module docstring) and to 0 otherwise."""
     n, d = theta_start.shape
-    basis, _ = contrast_basis(n, d)
     theta = theta_start - theta_start.sum(axis=0) / n  # = mean, without np.mean's call overhead
     if prox is None:
         prox = TIE_BREAK_WEIGHT * (1.0 + data.total_comparisons) / n if ridge == 0.0 else 0.0
@@ -318,10 +195,10 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     abs_tol = tol * (1.0 + data.total_comparisons)
 
     if radius is None:
-        theta, steps, residual, ok, factor, _ = _newton(_Objective(data, base_quad, lin, basis), theta, basis, abs_tol,
+        theta, steps, residual, ok, factor, _ = _newton(_Objective(data, base_quad, lin), theta, abs_tol,
                                                         max_steps, factor_hint)
         if prox > 0.0:
-            theta, residual = _polish(data, theta, basis, ridge, factor, abs_tol)
+            theta, residual = _polish(data, theta, ridge, factor, abs_tol)
         return _finish(theta, theta_start, np.zeros(n), steps, residual, ok, factor)
 
     # Ball constraints: projected Newton ascent on the dual over nu >= 0.
@@ -336,9 +213,9 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     total_steps = 0
 
     def inner(nu_value, start, hint):
-        objective = _Objective(data, base_quad + nu_value, lin, basis)
-        sol, steps, res, ok, inner_factor, u = _newton(objective, start, basis, abs_tol, max_steps, hint)
-        dual = objective.value((basis.T @ sol).ravel(), u) - 0.5 * gamma2 * float(nu_value.sum())
+        objective = _Objective(data, base_quad + nu_value, lin)
+        sol, steps, res, ok, inner_factor, u = _newton(objective, start, abs_tol, max_steps, hint)
+        dual = objective.value(to_reduced(sol).ravel(), u) - 0.5 * gamma2 * float(nu_value.sum())
         slack = 0.5 * (np.einsum("id,id->i", sol, sol) - gamma2)  # the dual gradient
         return sol, steps, res, ok, dual, slack, inner_factor
 
@@ -359,12 +236,11 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         # constraint is slack stay fixed; the others take a Newton step, then project onto nu >= 0.
         free = np.flatnonzero(~((nu <= 0.0) & (slack < 0.0)))
         quad = base_quad + nu
-        factor = _factor(reduced_hessian_data(data, theta, None, basis, quad))
+        factor = factorize(data, data.margins(theta), quad)
         total_steps += 1
-        cols = np.zeros((n - 1, d, free.size))
-        for c, item in enumerate(free):
-            cols[:, :, c] = np.outer(basis[item], theta[item])
-        cols = cols.reshape((n - 1) * d, free.size)
+        item_cols = np.zeros((n, d, free.size))  # e_i (x) theta_i for the free items
+        item_cols[free, :, np.arange(free.size)] = theta[free]
+        cols = to_reduced(item_cols).reshape((n - 1) * d, free.size)
         curvature = cols.T @ factor.solve(cols)  # = -(Hessian of the dual)
         curvature += 1e-12 * max(float(np.trace(curvature)), 1e-300) * np.eye(free.size)
         newton = np.zeros(n)
@@ -404,11 +280,13 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         return solve(data, theta_start, ridge=ridge, radius=radius, reference=reference, prox=prox,
                      tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps)
     if converged and prox > 0.0 and not np.any(nu) and last_factor is not None:
-        polished, polished_residual = _polish(data, theta, basis, ridge, last_factor, abs_tol)
+        polished, polished_residual = _polish(data, theta, ridge, last_factor, abs_tol)
         # near-separable directions are held only by the tie-break term: keep it there
         if np.all(np.einsum("id,id->i", polished, polished) <= gamma2 + feas_tol):
             theta, residual = polished, polished_residual
-    elif converged and prox > 0.0 and identified(data, theta, basis, base_quad - prox + nu):
+    elif (converged and prox > 0.0
+          and data.rank_bound() + d * int(np.count_nonzero(nu)) >= data.n_parameters  # else surely not
+          and identified(data, theta, base_quad - prox + nu)):
         # active balls make the argmin unique (the data plus the multipliers' curvature identify
         # theta): the tie-break is moot, so drop its term and solve opt1 exactly; if that exact
         # problem is too ill-conditioned to converge, the tie-broken point is kept
@@ -419,19 +297,19 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     return _finish(theta, theta_start, nu, total_steps, residual, converged, last_factor)
 
 
-def new_row_term(data: ComparisonData, theta: np.ndarray, basis: np.ndarray) -> np.ndarray:
+def new_row_term(data: ComparisonData, theta: np.ndarray) -> np.ndarray:
     """The last stored row's reduced-Hessian term as a column v (K gains v v')."""
     k = data.t - 1
     x = data.X[k]
     u = float(x @ (theta[data.b[k]] - theta[data.a[k]]))
     s = 1.0 / (1.0 + np.exp(-u))
     weight = data.m[k] * s * (1.0 - s)
-    return np.sqrt(weight) * data.reduced_row(k, basis)  # = sqrt(w) kron(Q[b] - Q[a], x)
+    return np.sqrt(weight) * data.reduced_row(k)  # = sqrt(w) kron(Q[b] - Q[a], x)
 
 
-def identified(data, theta, basis, quad, rcond: float = 1e-10) -> bool:
+def identified(data, theta, quad, rcond: float = 1e-10) -> bool:
     """Is the reduced Hessian of L (+ the given per-item quadratic weights) well conditioned?"""
-    matrix = reduced_hessian_data(data, theta, None, basis, quad)
+    matrix = reduced_hessian(data, data.margins(theta), quad)
     try:
         factor = cholesky(matrix)
     except LinAlgError:
@@ -439,16 +317,16 @@ def identified(data, theta, basis, quad, rcond: float = 1e-10) -> bool:
     return float(lapack.dpocon(factor, float(np.abs(matrix).sum(axis=0).max()))[0]) > rcond
 
 
-def _polish(data, theta, basis, ridge, factor, tol, rounds: int = 4):
+def _polish(data, theta, ridge, factor, tol, rounds: int = 4):
     """Remove the tie-break term's O(eps) pull in identified directions: iterate
     theta <- theta - K_eps^{-1} grad(L + ridge/2 ||.||^2) with the factor K_eps of the regularised
     Hessian.  The gradient of L has no component in data-silent directions, so those keep their
     tie-broken values, while identified directions converge to the exact stationary point."""
     n, d = theta.shape
-    beta = (basis.T @ theta).ravel()
+    beta = to_reduced(theta).ravel()
     best, best_residual = beta, np.inf
     for _ in range(rounds + 1):
-        reduced_grad = data.reduced_gradient(data.reduced_margins(beta, basis), basis) + ridge * beta
+        reduced_grad = data.reduced_gradient(data.reduced_margins(beta)) + ridge * beta
         residual = float(np.abs(reduced_grad).max())
         if not residual < best_residual:  # diverging (e.g. a near-separable direction): stop
             break
@@ -456,7 +334,7 @@ def _polish(data, theta, basis, ridge, factor, tol, rounds: int = 4):
         if residual <= tol:
             break
         beta = beta - factor.solve(reduced_grad)
-    return basis @ best.reshape(n - 1, d), best_residual
+    return from_reduced(best.reshape(n - 1, d)), best_residual
 
 
 def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:

@@ -7,7 +7,9 @@ from scipy.special import expit
 import study
 from study.environment import BTLEnvironment
 from study.graph import is_connected
-from study.likelihood import ComparisonData, blocks_to_matrix, sum_zero_basis
+from study import likelihood
+from study.contrasts import sum_zero_basis
+from study.likelihood import ComparisonData, blocks_to_matrix
 from study.mle import BALL_TOL, solve
 from study.inference import debias_data
 
@@ -291,33 +293,32 @@ def test_seeded_coverage_near_nominal_in_setting_b():
     assert abs(per_rep.mean() - 0.95) <= 4 * se + 0.01, (per_rep.mean(), se)
 
 
-def test_reduced_coordinates_match_item_form():
+def test_reduced_coordinates_match_item_form(monkeypatch):
     """Margins and reduced gradient from the stored design rows (Q[b] - Q[a]) (x) x equal the
-    item-form computations, and the fallback without the design gives the same fits."""
+    item-form computations, and the item-form path (large problems) gives the same fits."""
     theta, i, j, X, wins, m = simulate(rows=120)
     n, d = theta.shape
     data = ComparisonData.from_rows(i, j, X, wins, np.full(len(i), float(m)), n)
+    assert data.design is not None
     q = sum_zero_basis(n)
     point = theta + 0.2
     point -= point.mean(axis=0)
     beta = (q.T @ point).ravel()
     u = data.margins(point)
-    assert np.allclose(data.reduced_margins(beta, q), u, atol=1e-12)
-    assert np.allclose(data.reduced_gradient(u, q), (q.T @ data.gradient(point)).ravel(), atol=1e-9)
+    assert np.allclose(data.reduced_margins(beta), u, atol=1e-12)
+    assert np.allclose(data.reduced_gradient(u), (q.T @ data.gradient(point)).ravel(), atol=1e-9)
     for k in (0, 57, len(i) - 1):
-        assert np.allclose(data.reduced_row(k, q), np.kron(q[j[k]] - q[i[k]], X[k]))
+        assert np.allclose(data.reduced_row(k), np.kron(q[j[k]] - q[i[k]], X[k]))
     with_design = study.fit_btl(i, j, X, wins, m, n, radius=1.0)
     ridge_design = study.fit_btl(i, j, X, wins, m, n, ridge=2.0)
-    original = ComparisonData.REDUCED_MAX_ENTRIES
-    try:
-        ComparisonData.REDUCED_MAX_ENTRIES = 0  # force the item-form fallback
-        small = ComparisonData.from_rows(i, j, X, wins, np.full(len(i), float(m)), n)
-        assert np.allclose(small.reduced_row(57, q), np.kron(q[j[57]] - q[i[57]], X[57]))
-        assert np.allclose(small.reduced_margins(beta, q), u, atol=1e-12)
-        without = study.fit_btl(i, j, X, wins, m, n, radius=1.0)
-        ridge_without = study.fit_btl(i, j, X, wins, m, n, ridge=2.0)
-    finally:
-        ComparisonData.REDUCED_MAX_ENTRIES = original
+    monkeypatch.setattr(likelihood, "REDUCED_DESIGN_MAX_ENTRIES", 0)  # force the item form
+    small = ComparisonData.from_rows(i, j, X, wins, np.full(len(i), float(m)), n)
+    assert small.design is None
+    assert np.allclose(small.reduced_row(57), np.kron(q[j[57]] - q[i[57]], X[57]))
+    assert np.allclose(small.reduced_margins(beta), u, atol=1e-12)
+    assert np.allclose(small.reduced_gradient(u), (q.T @ data.gradient(point)).ravel(), atol=1e-9)
+    without = study.fit_btl(i, j, X, wins, m, n, radius=1.0)
+    ridge_without = study.fit_btl(i, j, X, wins, m, n, ridge=2.0)
     assert np.max(np.abs(with_design - without)) < 1e-8
     assert np.max(np.abs(ridge_design - ridge_without)) < 1e-8
 
