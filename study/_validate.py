@@ -9,6 +9,8 @@ import numbers
 
 import numpy as np
 
+MAX_ABS_CONTEXT = 1e100  # beyond this x x' (and e^{x'theta} for any sizeable theta) overflows
+
 
 def integer(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -79,6 +81,10 @@ def comparisons(i, j, X, wins, m, n_items):
     X = finite_array("X", X, ndim=2, shape=(i.size, None))
     if X.shape[1] < 1:
         raise ValueError("X must have at least one column (d >= 1)")
+    largest = float(np.abs(X).max())
+    if largest > MAX_ABS_CONTEXT:
+        raise ValueError(f"X has entries as large as {largest:.3g}: the margins x'theta and curvatures x x' "
+                         f"would overflow; rescale the contexts (|x| <= {MAX_ABS_CONTEXT:g})")
     m_arr = finite_array("m", m)
     if m_arr.ndim == 0:
         m_arr = np.full(i.size, float(m_arr))

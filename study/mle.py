@@ -36,6 +36,7 @@ if that near-separable exact problem fails to converge.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -372,4 +373,7 @@ def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0, radius: float | No
         start = np.zeros((n_items, d))
     data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
     result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol)
+    if not result.converged:
+        warnings.warn(f"fit_btl did not reach its stopping rule (KKT residual {result.kkt_residual:.3g}); the "
+                      "data may be separable: add a ridge or a radius", RuntimeWarning, stacklevel=2)
     return result.theta

@@ -10,6 +10,7 @@ from types import MappingProxyType
 import numpy as np
 
 from . import _validate as check
+from .limits import check_replication_size
 
 METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")
 TIE_BREAKS = ("nearest", "min_norm")
@@ -93,6 +94,7 @@ class Setting:
         check.integer("ci_every", self.ci_every, low=0)
         check.real("ci_level", self.ci_level, low=0.0, high=1.0, low_open=True, high_open=True)
         check.integer("max_graph_draws", self.max_graph_draws, low=1)
+        check_replication_size(self.n_items, self.dim, self.T)  # before any truth is built
         check.real("truth_scale", self.truth_scale, low=0.0, low_open=True)
         if not self.random_truth:
             truth = self.theta_star  # validates shape and finiteness
