@@ -5,11 +5,13 @@ over the items that have a neighbour, and its opponent is a uniformly random nei
 shared estimator (the paper's two-stage MLE) is refitted by the study after every step, exactly
 as for the built-in methods, so only the choice of the pair differs.
 
-Run it beside the paper's methods, from the repository root (so that ``examples`` imports):
+Run it beside the paper's methods, from the repository root; ``PYTHONPATH=.`` makes ``examples``
+importable in the driver and in the local Ray workers (a script's path does not include the
+working directory):
 
-    python jobs/regret.py --methods RB examples.my_policy:Boltzmann
+    PYTHONPATH=. python jobs/regret.py --methods RB examples.my_policy:Boltzmann
 
-In Python:
+In Python (from the repository root):
 
     import study
     study.run_replication("A", "examples.my_policy:Boltzmann", seed=0)
