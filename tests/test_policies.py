@@ -312,7 +312,7 @@ def test_raw_graph_disconnected_gives_unavailable_cis_and_edges_only():
     assert not is_connected(env.edges, 10) and env.graph_draws >= 1
     playable = ComparisonGraph.from_edges(env.edges, 10).playable
     assert not playable.all()
-    for method in ("RB", "ETA", "TS", "MaxInP", "RB-UA"):
+    for method in study.ALL_METHODS:
         r = study.run_replication(setting, method, seed)
         assert r.ci_available_from is None and len(r.intervals["t"]) == 0
         allowed = {tuple(e) for e in r.edges.tolist()}
