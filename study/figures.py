@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import engine
-from .settings import METHODS
+from .settings import ALL_METHODS as METHODS  # the paper's five, then the baselines; others after
 
 METHOD_STYLE = {
     "RB": {"color": "#d62728", "lw": 2.2, "zorder": 5, "label": "RB (proposed)"},
@@ -29,6 +29,11 @@ METHOD_STYLE = {
     "ETA": {"color": "#2ca02c", "lw": 1.5, "zorder": 3, "label": "ETA"},
     "BT-UCB1": {"color": "#ff7f0e", "lw": 1.5, "zorder": 3, "ls": "--", "label": "BT-UCB1"},
     "BT-UCB2": {"color": "#9467bd", "lw": 1.5, "zorder": 3, "ls": "--", "label": "BT-UCB2"},
+    # baselines from the dueling-bandit literature (docs/baselines.md): dotted / dash-dot
+    "TS": {"color": "#8c564b", "lw": 1.5, "zorder": 3, "ls": ":", "label": "TS (double Thompson)"},
+    "MaxInP": {"color": "#e377c2", "lw": 1.5, "zorder": 3, "ls": ":", "label": "MaxInP"},
+    "CoLSTIM": {"color": "#17becf", "lw": 1.5, "zorder": 3, "ls": ":", "label": "CoLSTIM"},
+    "RB-UA": {"color": "#7f7f7f", "lw": 1.8, "zorder": 4, "ls": "-.", "label": "RB-UA (uncertainty-aware opponent)"},
 }
 
 

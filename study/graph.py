@@ -1,7 +1,13 @@
-"""Comparison graphs: Erdos-Renyi G(n, p) redrawn until connected, or an explicit edge list."""
+"""Comparison graphs: Erdos-Renyi G(n, p) redrawn until connected (``graph="connected"``, the
+default), a single raw G(n, p) draw (``graph="raw"``, redrawn only while it has no edge), or an
+explicit edge list; and :class:`ComparisonGraph`, the view of a graph that policies get."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+GRAPHS = ("connected", "raw")
 
 
 def is_connected(edges: np.ndarray, n_items: int) -> bool:
@@ -21,8 +27,9 @@ def is_connected(edges: np.ndarray, n_items: int) -> bool:
     return len({root(v) for v in range(n_items)}) == 1
 
 
-def check_edges(edges, n_items: int) -> np.ndarray:
-    """Validate an explicit edge list; returns a sorted (E, 2) int array with a < b per row."""
+def check_edges(edges, n_items: int, *, connected: bool = True) -> np.ndarray:
+    """Validate an explicit edge list; returns a sorted (E, 2) int array with a < b per row.
+    ``connected=False`` (``graph="raw"``) accepts a disconnected graph."""
     try:
         arr = np.asarray(edges)
     except (TypeError, ValueError):
@@ -36,7 +43,7 @@ def check_edges(edges, n_items: int) -> np.ndarray:
     if np.any(arr[:, 0] == arr[:, 1]):
         raise ValueError("edges contain a self-loop (i, i)")
     arr = np.unique(np.sort(arr.astype(np.int64), axis=1), axis=0)
-    if not is_connected(arr, n_items):
+    if connected and not is_connected(arr, n_items):
         raise ValueError("edges do not form a connected graph: cross-component contrasts of theta "
                          "would be unidentified; add edges or draw an Erdos-Renyi graph instead")
     return arr
@@ -59,6 +66,19 @@ def erdos_renyi(n_items: int, p: float, rng: np.random.Generator, *, max_draws: 
                      "raise p or max_graph_draws, or pass edges explicitly")
 
 
+def raw_erdos_renyi(n_items: int, p: float, rng: np.random.Generator, *, max_draws: int = 10_000):
+    """One G(n, p) draw, kept whether or not it is connected; redrawn only while it has no edge.
+    Returns ``(edges, draws)``.  The first draw uses the same uniforms as :func:`erdos_renyi`'s
+    first draw, so a replication whose first draw is connected gets the same graph either way."""
+    upper = np.triu_indices(n_items, k=1)
+    pairs = np.column_stack(upper).astype(np.int64)
+    for draw in range(1, max_draws + 1):
+        edges = pairs[rng.random(pairs.shape[0]) < p]
+        if edges.shape[0] > 0:
+            return edges, draw
+    raise ValueError(f"no G(n={n_items}, p={p}) draw with an edge in max_graph_draws={max_draws} draws; raise p")
+
+
 def neighbours(edges: np.ndarray, n_items: int) -> list[np.ndarray]:
     """Sorted neighbour arrays per item."""
     nbrs = [[] for _ in range(n_items)]
@@ -74,3 +94,35 @@ def connection_probability(n_items: int, p: float, draws: int, rng: np.random.Ge
     pairs = np.column_stack(upper)
     hits = sum(is_connected(pairs[rng.random(pairs.shape[0]) < p], n_items) for _ in range(draws))
     return hits / draws
+
+
+@dataclass(frozen=True, eq=False)
+class ComparisonGraph:
+    """What a policy sees of the comparison graph.
+
+    ``edges`` (E, 2) int array with a < b per row; ``neighbours[i]`` the sorted neighbours of item
+    i; ``adjacency`` (n, n) bool; ``playable`` (n,) bool, True for the items with at least one
+    neighbour (all of them in a connected graph); ``connected``.
+    """
+
+    n_items: int
+    edges: np.ndarray
+    neighbours: tuple
+    adjacency: np.ndarray
+    playable: np.ndarray
+    connected: bool
+
+    @classmethod
+    def from_edges(cls, edges, n_items: int) -> "ComparisonGraph":
+        edges = np.array(edges, dtype=np.int64).reshape(-1, 2)
+        adjacency = np.zeros((n_items, n_items), dtype=bool)
+        adjacency[edges[:, 0], edges[:, 1]] = adjacency[edges[:, 1], edges[:, 0]] = True
+        for array in (edges, adjacency):
+            array.flags.writeable = False
+        nbrs = tuple(neighbours(edges, n_items))
+        for array in nbrs:
+            array.flags.writeable = False
+        playable = adjacency.any(axis=1)
+        playable.flags.writeable = False
+        return cls(n_items=int(n_items), edges=edges, neighbours=nbrs, adjacency=adjacency, playable=playable,
+                   connected=bool(is_connected(edges, n_items)))

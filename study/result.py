@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-TRAJECTORY_COLUMNS = ("t", "major", "other", "explored", "regret", "avg_regret", "rel_error")
+TRAJECTORY_COLUMNS = ("t", "major", "other", "explored", "regret", "avg_regret", "rel_error", "pair_regret",
+                      "avg_pair_regret")
 INTERVAL_COLUMNS = ("t", "item", "dim", "estimate", "se", "lower", "upper", "truth", "covered")
 INTERVAL_DTYPES = {name: np.int64 if name in ("t", "item", "dim") else (bool if name == "covered" else float)
                    for name in INTERVAL_COLUMNS}
@@ -16,7 +17,13 @@ INTERVAL_DTYPES = {name: np.int64 if name in ("t", "item", "dim") else (bool if 
 class ReplicationResult:
     """One (setting, method, seed) run.
 
-    ``trajectory`` maps each name in ``TRAJECTORY_COLUMNS`` to a length-T array (t is 1-based);
+    ``trajectory`` maps each name in ``TRAJECTORY_COLUMNS`` to a length-T array (t is 1-based):
+    ``major, other`` (int, 0-based) the compared items, ``explored`` (bool), ``regret`` the paper's
+    per-step regret x'theta*_best - x'theta*_{i_t} (only the major item is charged), ``avg_regret``
+    R(t) (``eq:regret``), ``rel_error`` max_i ||theta_i(t) - theta*_i|| / max_i ||theta*_i||,
+    ``pair_regret`` the dueling literature's regret of the pair
+    ((x'theta*_best - x'theta*_i) + (x'theta*_best - x'theta*_j)) / 2 and ``avg_pair_regret`` its
+    running average (all float64);
     ``intervals`` maps each name in ``INTERVAL_COLUMNS`` to equal-length arrays (one row per
     grid time, item and dimension, from the first grid time the debiased CI is available);
     ``edges`` is the (E, 2) comparison graph and ``graph_draws`` how many Erdos-Renyi draws it

@@ -12,7 +12,9 @@ import numpy as np
 from . import _validate as check
 from .limits import check_replication_size
 
-METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")
+METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")  # the paper's five
+BASELINES = ("TS", "MaxInP", "CoLSTIM", "RB-UA")  # from the dueling-bandit literature (docs/baselines.md)
+ALL_METHODS = METHODS + BASELINES
 TIE_BREAKS = ("nearest", "min_norm")
 TRUTHS = ("paired", "identity", "normal")
 
@@ -71,6 +73,7 @@ class Setting:
     ci_level: float = 0.95
     edges: object = None
     max_graph_draws: int = 10_000
+    graph: str = "connected"
 
     def __post_init__(self):
         check.integer("n_items", self.n_items, low=2)
@@ -99,9 +102,11 @@ class Setting:
         if not self.random_truth:
             truth = self.theta_star  # validates shape and finiteness
             check_truth_in_ball(truth, self.gamma)
+        from .graph import GRAPHS, check_edges
+        if self.graph not in GRAPHS:
+            raise ValueError(f"graph must be one of {GRAPHS}, got {self.graph!r}")
         if self.edges is not None:
-            from .graph import check_edges
-            check_edges(self.edges, self.n_items)
+            check_edges(self.edges, self.n_items, connected=self.graph == "connected")
 
     @property
     def random_truth(self) -> bool:
@@ -197,6 +202,9 @@ def resolve_setting(setting, **overrides) -> Setting:
 
 
 def check_method(method) -> str:
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; allowed: {list(METHODS)}")
+    """``method`` if it names a policy: one of :data:`ALL_METHODS`, a name registered with
+    :func:`study.register_policy`, or an import path ``"package.module:Name"`` that imports (the
+    import happens here); ``ValueError`` naming it otherwise."""
+    from .policies import resolve_policy
+    resolve_policy(method)
     return method

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 
 from . import engine
-from .settings import METHODS
+from .settings import ALL_METHODS as METHODS  # table order: the paper's five, the baselines, then others
 
 KEYS = ["study", "setting", "method", "M"]
 COLUMNS = KEYS + ["T0", "T", "reps", "final_regret", "final_regret_se", "final_rel_error",

@@ -1,0 +1,33 @@
+"""Policies: the :class:`Policy` protocol (:mod:`.base`), the paper's five methods (:mod:`.paper`),
+four baselines from the dueling-bandit literature (:mod:`.thompson`, :mod:`.maxinp`,
+:mod:`.colstim`, :mod:`.rb_ua`; docs/baselines.md) and the name registry (:mod:`.registry`).
+
+A user policy needs no change to the package::
+
+    from study import Choice, register_policy, run_replication
+    from study.policies import random_edge, uniform_neighbour, argmax_playable
+
+    class Greedy:
+        def __init__(self, setting):
+            pass
+        def select(self, step):
+            major = argmax_playable(step, step.theta @ step.x)
+            return Choice(major, uniform_neighbour(step, major), False)
+
+    register_policy("greedy", Greedy)              # or pass "mymodule:Greedy" as the method
+    run_replication("A", "greedy", seed=0)
+"""
+from .base import (Choice, Policy, Step, argmax_neighbour, argmax_playable, available, pick, policy_generator,
+                   random_edge, stable_int, uniform_neighbour)
+from .colstim import CoLSTIM
+from .maxinp import MaxInP
+from .paper import EpsilonGreedy, ucb_width
+from .rb_ua import UncertaintyAwareRB
+from .registry import (BUILTIN, make_policy, policy_provenance, register_policy, registered_policies,
+                       resolve_methods, resolve_policy, unregister_policy)
+from .thompson import DoubleThompson
+
+__all__ = ["Choice", "Policy", "Step", "EpsilonGreedy", "DoubleThompson", "MaxInP", "CoLSTIM", "UncertaintyAwareRB",
+           "BUILTIN", "register_policy", "unregister_policy", "registered_policies", "resolve_policy",
+           "resolve_methods", "make_policy", "policy_provenance", "policy_generator", "random_edge",
+           "uniform_neighbour", "argmax_playable", "argmax_neighbour", "available", "pick", "stable_int", "ucb_width"]

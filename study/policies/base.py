@@ -1,0 +1,147 @@
+"""The policy protocol: what a policy sees each step (:class:`Step`) and what it returns (:class:`Choice`).
+
+A policy is any object with ``select(step) -> Choice`` (and, optionally,
+``update(step, choice, wins) -> None``).  It is built once per replication by a *factory*, a class
+or callable taking the resolved :class:`study.Setting`.  The estimator is not the policy's: every
+method shares the paper's schedule (:class:`study.estimator.Estimate`, refitted by the loop in
+:mod:`study.replication` after every step), so policies differ only in which pair they compare.
+
+Randomness is explicit.  Each step carries four uniforms shared by every method of a replication
+(common random numbers): ``coin`` (explore or not), ``edge`` (which edge when exploring), ``end``
+(which end of it is the major item), ``neighbour`` (which neighbour is the opponent).  Extra
+randomness (a Thompson draw, a Gumbel perturbation) comes from ``step.rng``, a numpy Generator
+private to the policy, seeded from the replication's policy seed and a stable hash of the method
+name; never the global RNG, so results depend on neither the worker nor the order of work.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class Choice(NamedTuple):
+    """The pair to compare at one step: ``major`` (the item the regret charges), ``other`` (its
+    opponent; (major, other) must be an edge of the graph) and whether the step ``explored``."""
+
+    major: int
+    other: int
+    explored: bool = False
+
+
+class Step:
+    """What a policy sees at step t (1-based).
+
+    ``t``, ``x`` (the context X_t, (d,)), ``coin, edge, end, neighbour`` (the shared uniforms),
+    ``graph`` (:class:`study.graph.ComparisonGraph`), ``setting``, ``rng`` (the policy's private
+    Generator), ``theta`` (theta(t-1), (n, d), read-only) and :meth:`debiased`.
+    """
+
+    __slots__ = ("t", "x", "coin", "edge", "end", "neighbour", "graph", "setting", "rng", "_theta", "_debias")
+
+    def __init__(self, t, x, uniforms, graph, theta, debiased=None, *, rng=None, setting=None):
+        self.t = int(t)
+        self.x = x
+        self.coin, self.edge, self.end, self.neighbour = (float(u) for u in uniforms)
+        self.graph = graph
+        self.setting = setting
+        self.rng = rng
+        self._theta = theta
+        self._debias = debiased
+
+    @property
+    def theta(self) -> np.ndarray:
+        """theta(t-1), the shared estimate before this step's comparison (read-only view)."""
+        view = self._theta.view()
+        view.flags.writeable = False
+        return view
+
+    def debiased(self):
+        """The debiased estimate at theta(t-1) (:class:`study.DebiasResult`: ``available``,
+        ``theta_d``, ``spread(x)``, ``pair_spread(x, pairs)``, ``sample(z)``, ``cov``, ``ci``).
+        Computed at most once per step, on first request, and shared with the CI grid."""
+        if self._debias is None:
+            raise ValueError("this step has no debiased estimate")
+        return self._debias() if callable(self._debias) else self._debias
+
+    @property
+    def uniforms(self) -> tuple:
+        return self.coin, self.edge, self.end, self.neighbour
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """``select(step) -> Choice`` picks the pair at step t; the loop validates it (items in range,
+    distinct, an edge of the graph) and raises ``ValueError`` naming the policy and the step
+    otherwise.  A policy may also define ``update(step, choice, wins)``: called after the
+    comparison, before the shared estimator is refitted; ``wins`` is how many of the M comparisons
+    ``choice.other`` won."""
+
+    def select(self, step: Step) -> Choice:
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# Building blocks shared by the policies (all of them draw from the step's shared uniforms)
+# --------------------------------------------------------------------------------------------
+
+def pick(u: float, size: int) -> int:
+    """Index floor(u * size) of a uniform u in [0, 1), clipped to size - 1."""
+    return min(int(u * size), size - 1)
+
+
+def random_edge(step: Step) -> Choice:
+    """An exploration step: a uniformly random edge (uniform ``edge``), its major item a uniformly
+    random end (uniform ``end``)."""
+    a, b = step.graph.edges[pick(step.edge, len(step.graph.edges))]
+    return Choice(int(a), int(b), True) if step.end < 0.5 else Choice(int(b), int(a), True)
+
+
+def uniform_neighbour(step: Step, major: int) -> int:
+    """A uniformly random neighbour of ``major`` (uniform ``neighbour``)."""
+    nbrs = step.graph.neighbours[major]
+    return int(nbrs[pick(step.neighbour, len(nbrs))])
+
+
+def argmax_playable(step: Step, scores: np.ndarray) -> int:
+    """argmax_i scores_i over the items with at least one neighbour (every item of a connected
+    graph; on a raw G(n, p) draw an isolated item cannot be compared, so it cannot be the major
+    item).  Ties go to the lowest index."""
+    playable = step.graph.playable
+    if playable.all():
+        return int(np.argmax(scores))
+    return int(np.argmax(np.where(playable, scores, -np.inf)))
+
+
+def argmax_neighbour(step: Step, major: int, scores: np.ndarray) -> int:
+    """The neighbour j of ``major`` with the largest ``scores[k]`` (scores indexed like
+    ``step.graph.neighbours[major]``); ties go to the lowest item index."""
+    nbrs = step.graph.neighbours[major]
+    return int(nbrs[int(np.argmax(scores))])
+
+
+def available(step: Step):
+    """The step's debiased result if Phi_11 is available, else None."""
+    db = step.debiased()
+    return db if db.available else None
+
+
+def stable_int(text: str) -> int:
+    """A deterministic 32-bit integer for a string (first 4 bytes of its SHA-256), never hash()."""
+    return int.from_bytes(hashlib.sha256(str(text).encode("utf-8")).digest()[:4], "big")
+
+
+def policy_generator(policy_seed, name: str) -> np.random.Generator:
+    """The policy-private Generator of one replication: the replication's policy seed (the
+    SeedSequence child behind the shared uniforms, or an int) extended by a stable hash of the
+    method name.  It never touches the shared uniforms' stream."""
+    key = stable_int(name)
+    if policy_seed is None:
+        return np.random.default_rng()
+    if isinstance(policy_seed, np.random.SeedSequence):
+        ss = np.random.SeedSequence(policy_seed.entropy, spawn_key=tuple(policy_seed.spawn_key) + (key,),
+                                    pool_size=policy_seed.pool_size)
+    else:
+        ss = np.random.SeedSequence(int(policy_seed), spawn_key=(key,))
+    return np.random.default_rng(ss)

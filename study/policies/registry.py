@@ -1,0 +1,137 @@
+"""Policy names: the built-in methods, names registered with :func:`register_policy`, and import
+paths ``"package.module:Name"``.  A name resolves to a *factory*: a class or callable that takes
+the resolved :class:`study.Setting` and returns a policy (an object with ``select(step)``)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+from pathlib import Path
+
+from ..settings import ALL_METHODS
+from .colstim import colstim
+from .maxinp import maxinp
+from .paper import bt_ucb1, bt_ucb2, era, eta, rb
+from .rb_ua import rb_ua
+from .thompson import thompson
+
+BUILTIN = {"RB": rb, "ERA": era, "ETA": eta, "BT-UCB1": bt_ucb1, "BT-UCB2": bt_ucb2,
+           "TS": thompson, "MaxInP": maxinp, "CoLSTIM": colstim, "RB-UA": rb_ua}
+assert tuple(BUILTIN) == ALL_METHODS
+_REGISTERED: dict = {}
+
+
+def register_policy(name: str, factory, *, replace: bool = False):
+    """Make ``name`` a method: ``factory(setting)`` must return a policy (``select(step) -> Choice``).
+
+    Registration lives in this process only: a Ray worker resolves built-in names and import
+    paths itself, while a registered factory reaches the workers through the engine (by value).
+    ``replace=True`` allows re-registering a name; built-in names cannot be taken.  Returns
+    ``factory``."""
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise ValueError(f"a policy name must be a non-empty string without surrounding spaces, got {name!r}")
+    if ":" in name:
+        raise ValueError(f"policy name {name!r} contains ':', which marks an import path 'package.module:Name'")
+    if name in BUILTIN:
+        raise ValueError(f"{name!r} is a built-in method ({list(BUILTIN)}); choose another name")
+    if not callable(factory):
+        raise ValueError(f"the factory for {name!r} must be a class or callable taking a Setting, got {factory!r}")
+    if name in _REGISTERED and not replace and _REGISTERED[name] is not factory:
+        raise ValueError(f"policy name {name!r} is already registered; pass replace=True to re-register it")
+    _REGISTERED[name] = factory
+    return factory
+
+
+def unregister_policy(name: str) -> None:
+    _REGISTERED.pop(name, None)
+
+
+def registered_policies() -> dict:
+    """The user-registered names and their factories (a copy)."""
+    return dict(_REGISTERED)
+
+
+def _import_path(path: str):
+    module_name, _, qualname = path.partition(":")
+    if not module_name or not qualname:
+        raise ValueError(f"method {path!r}: an import path reads 'package.module:Name'")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 -- any failure to import is a bad method name
+        raise ValueError(f"method {path!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
+                         "it must be importable here and on every Ray worker") from None
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"method {path!r}: module {module_name!r} has no attribute {qualname!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"method {path!r}: {qualname!r} is not a class or callable")
+    return obj
+
+
+def resolve_policy(name):
+    """The factory behind a method name; ``ValueError`` naming it when it is unknown or does not import."""
+    if isinstance(name, str):
+        if name in BUILTIN:
+            return BUILTIN[name]
+        if name in _REGISTERED:
+            return _REGISTERED[name]
+        if ":" in name:
+            return _import_path(name)
+    registered = f" or registered ({sorted(_REGISTERED)})" if _REGISTERED else ""
+    raise ValueError(f"unknown method {name!r}; allowed: {list(BUILTIN)}{registered}, or an import path "
+                     "'package.module:Name' of a policy factory")
+
+
+def resolve_methods(names) -> dict:
+    """``{name: factory}`` for every name, in order, importing each import path now; raises
+    ``ValueError`` naming the first bad one (call it before Ray starts)."""
+    if isinstance(names, str):
+        names = [names]
+    return {name: resolve_policy(name) for name in names}
+
+
+def make_policy(method, setting, factory=None):
+    """A fresh policy for one replication: ``factory(setting)``, the factory resolved from
+    ``method`` unless given."""
+    factory = resolve_policy(method) if factory is None else factory
+    policy = factory(setting)
+    if not callable(getattr(policy, "select", None)):
+        raise TypeError(f"the factory of method {method!r} returned {type(policy).__name__!r}, which has no "
+                        "select(step) method")
+    return policy
+
+
+def _sha256(paths) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(Path(path).name.encode())
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()
+
+
+def policy_provenance(name, factory=None) -> dict:
+    """Where a method's code comes from, for a results fingerprint:
+    ``{"method", "kind" ("builtin" | "registered" | "import"), "import_path" ("module:qualname", or
+    None when the factory cannot be imported by name: a lambda, a local or ``__main__`` object),
+    "source_file", "source_sha256"}``.  For a built-in method the hash covers every module of
+    :mod:`study.policies`; otherwise the file that defines the factory (None if it has none)."""
+    factory = resolve_policy(name) if factory is None else factory
+    kind = "builtin" if name in BUILTIN else ("import" if isinstance(name, str) and ":" in name else "registered")
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None)
+    importable = bool(module and qualname and module != "__main__" and "<" not in qualname)
+    if kind == "builtin":
+        files = sorted(Path(__file__).resolve().parent.glob("*.py"))
+    else:
+        try:
+            files = [inspect.getsourcefile(target) or inspect.getfile(target)]
+        except (TypeError, OSError):
+            files = []
+        files = [f for f in files if f and Path(f).is_file()]
+    return {"method": name, "kind": kind,
+            "import_path": f"{module}:{qualname}" if importable else None,
+            "source_file": str(files[0]) if len(files) == 1 else (str(Path(__file__).resolve().parent) if files else None),
+            "source_sha256": _sha256(files) if files else None}
