@@ -12,6 +12,7 @@ estimate is reported as unavailable without a factorisation.
 """
 from __future__ import annotations
 
+import copy
 import operator
 import time
 
@@ -84,83 +85,152 @@ def _checked(choice, method: str, t: int, graph) -> tuple:
     return major, other, bool(explored)
 
 
+class _Loop:
+    """The state of one replication between steps, so that a run can be advanced in stages and
+    forked (see :func:`run_environment_methods`)."""
+
+    def __init__(self, env, method, setting, *, policy_seed, snapshot_times, seed, factory=None):
+        if factory is None:
+            check_method(method)
+        self.started = time.perf_counter()
+        self.env, self.method, self.setting, self.seed = env, method, setting, seed
+        T, n = env.T, env.n_items
+        self.policy = make_policy(method, setting, factory)
+        self.graph = ComparisonGraph.from_edges(env.edges, n)
+        self.policy_seed = policy_seed if policy_seed is not None else getattr(env, "policy_seed", None)
+        self.uniforms = np.random.default_rng(self.policy_seed).random((T, 4))
+        self.rng = policy_generator(self.policy_seed, method)
+        self.estimate = Estimate(setting, env)
+        self.debiased = _SharedDebias(self.estimate, self.graph)
+        self.theta_star = env.theta_star
+        self.star_scale = float(np.linalg.norm(self.theta_star, axis=1).max()) or 1.0
+        self.oracle = (env.contexts @ self.theta_star.T).max(axis=1)
+        self.major = np.zeros(T, dtype=np.int64)
+        self.other = np.zeros(T, dtype=np.int64)
+        self.explored = np.zeros(T, dtype=bool)
+        self.regret = np.zeros(T)
+        self.pair_regret = np.zeros(T)
+        self.rel_error = np.zeros(T)
+        self.ci_rows = {name: [] for name in INTERVAL_COLUMNS}
+        self.ci_from = None
+        self.snapshots = {}
+        self.snapshot_set = set(int(s) for s in snapshot_times)
+        self.t = 0  # steps done
+
+    def fork(self, method, factory=None) -> "_Loop":
+        """A copy of this loop whose remaining steps are taken by ``method``'s policy."""
+        twin = copy.deepcopy(self)
+        twin.method = method
+        twin.policy = make_policy(method, self.setting, factory)
+        twin.rng = policy_generator(self.policy_seed, method)
+        return twin
+
+    def advance(self, until: int) -> None:
+        env, setting, graph, estimate, debiased = self.env, self.setting, self.graph, self.estimate, self.debiased
+        update = getattr(self.policy, "update", None)
+        theta_star, contexts = self.theta_star, env.contexts
+        n, d = env.n_items, env.dim
+        z = norm.ppf(0.5 + setting.ci_level / 2.0)
+        grid = setting.ci_every
+        for t in range(self.t + 1, until + 1):
+            x = contexts[t - 1]
+            step = Step(t, x, self.uniforms[t - 1], graph, estimate.theta, debiased, rng=self.rng, setting=setting)
+            choice = self.policy.select(step)
+            major, other, explored = _checked(choice, self.method, t, graph)
+            wins = env.compare(t, major, other)
+            if update is not None:
+                update(step, Choice(major, other, explored), wins)
+            estimate.update(t, major, other, x, wins, env.M)
+            debiased.invalidate()
+            self.major[t - 1], self.other[t - 1], self.explored[t - 1] = major, other, explored
+            utility = x @ theta_star[major], x @ theta_star[other]
+            self.regret[t - 1] = self.oracle[t - 1] - utility[0]
+            self.pair_regret[t - 1] = self.oracle[t - 1] - 0.5 * (utility[0] + utility[1])
+            self.rel_error[t - 1] = np.linalg.norm(estimate.theta - theta_star, axis=1).max() / self.star_scale
+            on_grid = grid > 0 and t % grid == 0
+            if on_grid or t in self.snapshot_set:
+                db = debiased()  # at theta(t): step t+1's policy reuses it
+                if on_grid and db.available:
+                    self.ci_from = t if self.ci_from is None else self.ci_from
+                    self._record_intervals(t, db, z, n, d)
+                if t in self.snapshot_set:
+                    self.snapshots[t] = (estimate.theta.copy(), db)
+            self.t = t
+
+    def _record_intervals(self, t, db, z, n, d):
+        se = db.se
+        truth = self.theta_star
+        lower, upper = db.theta_d - z * se, db.theta_d + z * se
+        items, dims = np.meshgrid(np.arange(n), np.arange(d), indexing="ij")
+        for name, values in (("t", np.full(n * d, t)), ("item", items.ravel()), ("dim", dims.ravel()),
+                             ("estimate", db.theta_d.ravel()), ("se", se.ravel()),
+                             ("lower", lower.ravel()), ("upper", upper.ravel()), ("truth", truth.ravel()),
+                             ("covered", ((lower <= truth) & (truth <= upper)).ravel())):
+            self.ci_rows[name].append(values)
+
+    def result(self) -> ReplicationResult:
+        T = self.env.T
+        intervals = {}
+        for name, dtype in INTERVAL_DTYPES.items():
+            rows = self.ci_rows[name]
+            intervals[name] = np.concatenate(rows).astype(dtype) if rows else np.zeros(0, dtype=dtype)
+        steps = np.arange(1, T + 1)
+        trajectory = {"t": steps, "major": self.major, "other": self.other, "explored": self.explored,
+                      "regret": self.regret, "avg_regret": np.cumsum(self.regret) / steps,
+                      "rel_error": self.rel_error, "pair_regret": self.pair_regret,
+                      "avg_pair_regret": np.cumsum(self.pair_regret) / steps}
+        result = ReplicationResult(setting=self.setting, method=self.method, seed=self.seed, trajectory=trajectory,
+                                   intervals=intervals, edges=np.asarray(self.env.edges),
+                                   graph_draws=int(getattr(self.env, "graph_draws", 0)),
+                                   seconds=time.perf_counter() - self.started,
+                                   theta_final=self.estimate.theta.copy(), ci_available_from=self.ci_from)
+        result.snapshots = self.snapshots
+        result.newton_steps = self.estimate.newton_steps
+        return result
+
+
 def _run(env, method, setting, *, policy_seed, snapshot_times, seed, factory=None) -> ReplicationResult:
-    if factory is None:
-        check_method(method)
-    started = time.perf_counter()
-    T, n = env.T, env.n_items
-    policy = make_policy(method, setting, factory)
-    update = getattr(policy, "update", None)
-    graph = ComparisonGraph.from_edges(env.edges, n)
-    policy_seed = policy_seed if policy_seed is not None else getattr(env, "policy_seed", None)
-    uniforms = np.random.default_rng(policy_seed).random((T, 4))
-    rng = policy_generator(policy_seed, method)
-    estimate = Estimate(setting, env)
-    debiased = _SharedDebias(estimate, graph)
-    theta_star = env.theta_star
-    star_scale = float(np.linalg.norm(theta_star, axis=1).max()) or 1.0
-    contexts = env.contexts
-    oracle = (contexts @ theta_star.T).max(axis=1)
+    loop = _Loop(env, method, setting, policy_seed=policy_seed, snapshot_times=snapshot_times, seed=seed,
+                 factory=factory)
+    loop.advance(env.T)
+    return loop.result()
 
-    major_arr = np.zeros(T, dtype=np.int64)
-    other_arr = np.zeros(T, dtype=np.int64)
-    explored_arr = np.zeros(T, dtype=bool)
-    regret = np.zeros(T)
-    pair_regret = np.zeros(T)
-    rel_error = np.zeros(T)
-    ci_rows = {name: [] for name in INTERVAL_COLUMNS}
-    items, dims = np.meshgrid(np.arange(n), np.arange(env.dim), indexing="ij")
-    ci_from = None
-    z = norm.ppf(0.5 + setting.ci_level / 2.0)
-    grid = setting.ci_every
-    snapshots = {}
-    snapshot_set = set(int(s) for s in snapshot_times)
 
-    for t in range(1, T + 1):
-        x = contexts[t - 1]
-        step = Step(t, x, uniforms[t - 1], graph, estimate.theta, debiased, rng=rng, setting=setting)
-        choice = policy.select(step)
-        major, other, explored = _checked(choice, method, t, graph)
-        wins = env.compare(t, major, other)
-        if update is not None:
-            update(step, Choice(major, other, explored), wins)
-        estimate.update(t, major, other, x, wins, env.M)
-        debiased.invalidate()
-        major_arr[t - 1], other_arr[t - 1], explored_arr[t - 1] = major, other, explored
-        utility = x @ theta_star[major], x @ theta_star[other]
-        regret[t - 1] = oracle[t - 1] - utility[0]
-        pair_regret[t - 1] = oracle[t - 1] - 0.5 * (utility[0] + utility[1])
-        rel_error[t - 1] = np.linalg.norm(estimate.theta - theta_star, axis=1).max() / star_scale
-        on_grid = grid > 0 and t % grid == 0
-        if on_grid or t in snapshot_set:
-            db = debiased()  # at theta(t): step t+1's policy reuses it
-            if on_grid and db.available:
-                ci_from = t if ci_from is None else ci_from
-                se = db.se
-                truth = theta_star
-                lower, upper = db.theta_d - z * se, db.theta_d + z * se
-                for name, values in (("t", np.full(n * env.dim, t)), ("item", items.ravel()), ("dim", dims.ravel()),
-                                     ("estimate", db.theta_d.ravel()), ("se", se.ravel()),
-                                     ("lower", lower.ravel()), ("upper", upper.ravel()), ("truth", truth.ravel()),
-                                     ("covered", ((lower <= truth) & (truth <= upper)).ravel())):
-                    ci_rows[name].append(values)
-            if t in snapshot_set:
-                snapshots[t] = (estimate.theta.copy(), db)
+def shared_prefix(policy_a, policy_b) -> int:
+    """How many first steps two policies are known to choose identically (given the same state
+    and uniforms): both declare ``prefix_key`` (equal) and ``prefix_until``; 0 otherwise."""
+    key_a, key_b = getattr(policy_a, "prefix_key", None), getattr(policy_b, "prefix_key", None)
+    if key_a is None or key_a != key_b:
+        return 0
+    return min(int(policy_a.prefix_until), int(policy_b.prefix_until))
 
-    intervals = {}
-    for name, dtype in INTERVAL_DTYPES.items():
-        intervals[name] = np.concatenate(ci_rows[name]).astype(dtype) if ci_rows[name] else np.zeros(0, dtype=dtype)
-    steps = np.arange(1, T + 1)
-    trajectory = {"t": steps, "major": major_arr, "other": other_arr, "explored": explored_arr,
-                  "regret": regret, "avg_regret": np.cumsum(regret) / steps, "rel_error": rel_error,
-                  "pair_regret": pair_regret, "avg_pair_regret": np.cumsum(pair_regret) / steps}
-    result = ReplicationResult(setting=setting, method=method, seed=seed, trajectory=trajectory,
-                               intervals=intervals, edges=np.asarray(env.edges), graph_draws=int(getattr(env, "graph_draws", 0)),
-                               seconds=time.perf_counter() - started, theta_final=estimate.theta.copy(),
-                               ci_available_from=ci_from)
-    result.snapshots = snapshots
-    result.newton_steps = estimate.newton_steps
-    return result
+
+def run_environment_methods(env, methods, setting, *, seed: int = -1) -> dict:
+    """Run every method of ``methods`` on ``env`` (common random numbers), computing the steps
+    that two methods are known to share once: RB and ERA choose identically up to T0 (the same
+    exploration coins and greedy rule), so ERA continues from a copy of RB's run at T0 instead of
+    recomputing it.  The results equal separate :func:`run_environment` calls value for value
+    (tested).  Returns {method: ReplicationResult}."""
+    results = {}
+    with threadpool_limits(limits=1, user_api="blas"):
+        pending = list(dict.fromkeys(methods))
+        while pending:
+            leader = pending.pop(0)
+            loop = _Loop(env, leader, setting, policy_seed=None, snapshot_times=(), seed=seed)
+            followers = []
+            for method in list(pending):
+                prefix = shared_prefix(loop.policy, make_policy(method, setting))
+                if prefix > 0:
+                    followers.append((prefix, method))
+                    pending.remove(method)
+            for prefix, method in sorted(followers):
+                loop.advance(prefix)
+                twin = loop.fork(method)
+                twin.advance(env.T)
+                results[method] = twin.result()
+            loop.advance(env.T)
+            results[leader] = loop.result()
+    return {method: results[method] for method in dict.fromkeys(methods)}
 
 
 def run_replication(setting, method, seed, **overrides) -> ReplicationResult:

@@ -38,6 +38,16 @@ class EpsilonGreedy:
     alpha: float
     ucb_width: float | None = None
 
+    @property
+    def prefix_key(self):
+        """Policies of this family with equal keys choose identically while both explore alike,
+        i.e. for t <= min(explore_until) (see study.replication.run_environment_methods)."""
+        return (type(self).__qualname__, self.alpha, self.ucb_width)  # a subclass may choose differently
+
+    @property
+    def prefix_until(self) -> int:
+        return self.explore_until
+
     def explores(self, t: int, coin: float) -> bool:
         return t <= self.explore_until and coin < t ** (-self.alpha)
 
