@@ -327,7 +327,7 @@ def store_diagram_panels(out, plan, method="RB", log=None):
         with np.load(path, allow_pickle=False) as stored:
             if str(stored["fingerprint_sha256"]) == sha:
                 return None
-    seed = engine.replication_seed(plan.root_seed, plan.study, cell.setting, 0)
+    seed = plan.seed(cell.setting, 0)
     times = diagram_times(setting.T)
     if log is not None:
         log(f"[{plan.study}] ranking-diagram snapshots: one {method} replication (seed {seed}, T={setting.T}) "
