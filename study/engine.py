@@ -575,12 +575,13 @@ def _job_id(ray) -> str:
 PROBE_SECONDS = 10.0  # TCP probe of a cluster address before ray.init
 # Ray's own bounds when joining a cluster (seconds; the user's values win): a GCS that does not
 # answer makes ray.init end the process after about connect + connect + reconnect seconds.
-GCS_TIMEOUTS = {"RAY_gcs_rpc_server_connect_timeout_s": "8", "RAY_gcs_rpc_server_reconnect_timeout_s": "15"}
+GCS_TIMEOUTS = {"RAY_gcs_rpc_server_connect_timeout_s": "5", "RAY_gcs_rpc_server_reconnect_timeout_s": "12"}
 
 
-def probe_address(address: str, timeout: float = PROBE_SECONDS):
+def probe_address(address: str, timeout: float | None = None):
     """Raise ``ConnectionError`` naming ``address`` unless a TCP connection to its host:port opens
     within ``timeout`` seconds ("auto" is resolved the way Ray does; other forms are not probed)."""
+    timeout = PROBE_SECONDS if timeout is None else timeout
     text = str(address)
     if text == "auto":
         try:
