@@ -298,6 +298,10 @@ def _run_plans(plans, args, replicate=None) -> int:
             print(f"[{plan.study}] interrupted before its replications were submitted; results stored "
                   f"earlier in {args.out} are intact. Rerun the same command to resume.", file=sys.stderr)
             return 130
+        if report.signal:  # stopping: a further Ctrl-C must not turn the exit into a traceback
+            import signal
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print(report.summary(), file=sys.stderr, flush=True)
         if report.signal:
             return report.exit_status

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import engine
+from .llm.byo import safe_label
 from .settings import METHODS
 
 METHOD_STYLE = {
@@ -358,7 +359,7 @@ def load_diagram_panels(out, study):
         times = [int(t) for t in z["times"]]
         point = {t: z["point"][k] for k, t in enumerate(times)}
         ci = {t: ((z["theta_d"][k], z["phi11"][k]) if z["has_ci"][k] else None) for k, t in enumerate(times)}
-        info = {"contexts": z["contexts"], "labels": [str(x) for x in z["labels"]], "method": str(z["method"]),
+        info = {"contexts": z["contexts"], "labels": [safe_label(x) for x in z["labels"]], "method": str(z["method"]),
                 "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"])}
     return point, ci, info
 

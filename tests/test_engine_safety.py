@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -92,12 +93,26 @@ def test_embedded_ray_listens_on_loopback_only(driver):
 
 
 def test_double_sigint_stores_finished_work_and_says_so(driver):
+    """Two SIGINTs: the second sent as soon as the first is acknowledged (so it arrives while the
+    driver writes or shuts down, not coalesced with the first)."""
     proc, out = driver
     assert proc.poll() is None
+    lines, acknowledged = [], threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if "SIGINT: stopping" in line:
+                acknowledged.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.05)
+    assert acknowledged.wait(30), "".join(lines)[-3000:]
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    reader.join(timeout=30)
+    err = "".join(lines)
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "Check failed" not in err
     match = re.search(r"interrupted by SIGINT: (\d+) replications computed and stored by this run, 0 failed; "
