@@ -27,6 +27,7 @@ from pathlib import Path
 from .settings import METHODS, SETTINGS
 
 DEFAULT_OUT = "outputs"
+INIT_TIMEOUT = 30.0  # seconds to join a cluster given with --address before giving up (exit 1)
 QUICK_REPS = 4
 
 _EPILOG = """\
@@ -287,7 +288,7 @@ def _run_plans(plans, args, replicate=None) -> int:
         try:
             report = run_study(plan, args.out, address=args.address, num_cpus=args.num_cpus,
                                fresh=args.fresh, replicate=replicate, batch_size=args.batch_size,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, init_timeout=INIT_TIMEOUT)
         except (ConfigMismatch, StorageError, ValueError) as exc:  # StorageError: damaged, locked
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -329,7 +330,8 @@ def main_paper(argv=None, *, replicate=None) -> int:
     try:
         with study_lock(args.out, run_id=f"paper-{uuid.uuid4().hex[:6]}"):  # one writer for the whole run
             try:
-                conn = connect(args.address, args.num_cpus, log=lambda m: print(m, file=sys.stderr))
+                conn = connect(args.address, args.num_cpus, log=lambda m: print(m, file=sys.stderr),
+                               init_timeout=INIT_TIMEOUT)
             except ConnectionError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1

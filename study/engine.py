@@ -573,9 +573,6 @@ def _job_id(ray) -> str:
 
 
 PROBE_SECONDS = 10.0  # TCP probe of a cluster address before ray.init
-# Ray's own bounds when joining a cluster (seconds; the user's values win): a GCS that does not
-# answer makes ray.init end the process after about connect + connect + reconnect seconds.
-GCS_TIMEOUTS = {"RAY_gcs_rpc_server_connect_timeout_s": "5", "RAY_gcs_rpc_server_reconnect_timeout_s": "12"}
 
 
 def probe_address(address: str, timeout: float | None = None):
@@ -625,7 +622,7 @@ def max_local_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def connect(address=None, num_cpus=None, log=print) -> RayConnection:
+def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayConnection:
     """Join or start Ray.
 
     * already initialised in this process: reuse it (its mode is the one connect() used for it,
@@ -635,6 +632,10 @@ def connect(address=None, num_cpus=None, log=print) -> RayConnection:
     * no address but ``RAY_ADDRESS`` set (inside ``ray job submit``): join the job's cluster;
     * otherwise start an embedded local Ray with ``num_cpus`` CPUs (all by default, at most the
       machine's), every server bound to 127.0.0.1, no dashboard.
+
+    ``init_timeout`` (seconds; the command line gives 30): if joining a cluster has not
+    succeeded by then (an address that accepts TCP but is no Ray GCS makes ``ray.init`` retry for
+    minutes), print an error naming the address and end the process with status 1.
     """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     embedded = address is None and not os.environ.get("RAY_ADDRESS")
@@ -662,9 +663,17 @@ def connect(address=None, num_cpus=None, log=print) -> RayConnection:
         if num_cpus is not None:
             log(f"note: --num-cpus is ignored when joining an existing cluster ({address})")
         probe_address(address)
-        for key, value in GCS_TIMEOUTS.items():
-            os.environ.setdefault(key, value)
         log(f"connecting to the Ray cluster at {address} ...")
+    watchdog = None
+    if init_timeout and mode != "embedded":
+        def give_up():
+            print(f"error: could not connect to a Ray cluster at {address!r}: no Ray answered within "
+                  f"{init_timeout:.0f} s (is it a Ray GCS address, and the same RAY_AUTH_MODE?)",
+                  file=sys.stderr, flush=True)
+            os._exit(1)
+        watchdog = threading.Timer(init_timeout, give_up)
+        watchdog.daemon = True
+        watchdog.start()
     try:
         ray.init(address=address, **kwargs)
     except ConnectionError as exc:
@@ -672,6 +681,9 @@ def connect(address=None, num_cpus=None, log=print) -> RayConnection:
             f"could not connect to a Ray cluster at {address!r}: {exc}\n"
             "Start one with `ray start --head` (same RAY_AUTH_MODE as this shell), or omit "
             "--address to run on an embedded local Ray.") from None
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     _CONNECTED[_job_id(ray)] = mode
     return RayConnection(True, mode, _resources(ray))
 
@@ -735,7 +747,7 @@ class StudyReport:
 
 
 MAX_BATCH = 25            # replications per task at most
-TARGET_TASK_SECONDS = 5.0  # once replication times are known, tasks are cut to about this long
+TARGET_TASK_SECONDS = 2.0  # once replication times are known, tasks are cut to about this long
 FLUSH_SECONDS = 1.0       # finished replications are committed to disk at most this long after arrival
 WAIT_SECONDS = 0.5        # the driver loop wakes at least this often (signals, flushes)
 
@@ -820,7 +832,7 @@ class _Interrupts:
 def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, replicate=None,
               record_intervals=None, batch_size=None, max_in_flight=None, progress=True,
               flush_rows=500_000, flush_seconds=FLUSH_SECONDS, stop_after_batches=None,
-              reuse=True, handle_signals=True, log=None) -> StudyReport:
+              reuse=True, handle_signals=True, init_timeout=None, log=None) -> StudyReport:
     """Run (or resume) ``plan``, writing Parquet under ``out``.  See the module docstring and
     :mod:`study.storage`.
 
@@ -845,12 +857,12 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
     with storage.study_lock(out, run_id=run_id):
         return _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_intervals,
                            batch_size, max_in_flight, progress, flush_rows, flush_seconds,
-                           stop_after_batches, reuse, handle_signals, log)
+                           stop_after_batches, reuse, handle_signals, init_timeout, log)
 
 
 def _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_intervals, batch_size,
                 max_in_flight, progress, flush_rows, flush_seconds, stop_after_batches, reuse,
-                handle_signals, log) -> StudyReport:
+                handle_signals, init_timeout, log) -> StudyReport:
     dirs = dataset_dirs(out, plan.study)
     fingerprint = plan.fingerprint()
     if fresh:
@@ -870,7 +882,7 @@ def _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_i
     n_reusable = len({k for _, state in sources.values() for k in state["keys"]
                       if k[:3] in sources and k[3] < plan.reps and k not in done})
     n_todo = missing - n_reusable
-    conn = connect(address, num_cpus, log=log) if n_todo else None  # fails before anything is written
+    conn = connect(address, num_cpus, log=log, init_timeout=init_timeout) if n_todo else None  # before any write
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     manifest = existing or {
