@@ -36,8 +36,11 @@ Where it runs:
   --address auto            join a cluster started with `ray start --head` on this machine/network
   --address ray://HOST:PORT Ray Client connection to a remote cluster
   inside `ray job submit`   the job's cluster (RAY_ADDRESS is set by Ray); --out must be absolute
-Rerunning the same command resumes: only replications missing from --out are computed.
-Set RAY_AUTH_MODE consistently (e.g. RAY_AUTH_MODE=disabled) for `ray start` and this command.
+Rerunning the same command resumes: only replications missing from --out are computed; one run
+writes a given --out at a time; Ctrl-C stores every finished replication (docs/storage.md).
+The embedded Ray listens on 127.0.0.1 only.  Keep Ray's token authentication; RAY_AUTH_MODE=disabled
+lets anyone who reaches the cluster's ports run code as you (docs/cluster.md); if you disable it,
+do so for `ray start` and this command alike.
 """
 
 
