@@ -178,8 +178,12 @@ def test_failing_replication_is_recorded_and_retried(ray_session, tmp_path, caps
 
 def test_figures_and_summary_from_tiny_run(ray_session, tmp_path):
     common = ["--out", str(tmp_path), "--reps", "3", "--no-progress", "--set", "T=40", "--set", "T0=10"]
-    rc = cli.main_paper(common + ["--set", "ci_every=5", "--m-values", "1", "10"], replicate=fake_replicate)
+    rc = cli.main_paper(common + ["--set", "ci_every=5", "--m-values", "1", "10", "20"], replicate=fake_replicate)
     assert rc == 0
+    # the M-sweep's A/M=20 cells are the regret study's A cells: copied, not recomputed
+    sweep = engine.read_manifest(tmp_path, "msweep")["runs"][-1]
+    assert sweep["reused"] == {"replications": 5 * 3, "from": {"regret": 15}}
+    assert sweep["computed"] == 2 * 3 * 5 * 3 - 15
     figs = tmp_path / "figures"
     for stem in ("regret_A", "regret_B", "coverage_A", "coverage_B", "msweep_A",
                  "reg_setting_A_T0_10_T_40_M_1", "err_setting_A_T0_10_T_40_M_1",
