@@ -268,3 +268,15 @@ def test_unusable_out_refused_before_ray(tmp_path, capsys):
             cli.main("regret", ["--out", str(out), "--quick"])
         assert exc.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_killed_run_is_marked_died_by_the_next(ray_session, tmp_path):
+    """kill -9 leaves the manifest saying "running"; the next run (holding the lock, so the other
+    is certainly gone) marks it "died"."""
+    assert run_regret(tmp_path) == 0
+    manifest = engine.read_manifest(tmp_path, "regret")
+    manifest["runs"][-1]["status"] = manifest["status"] = "running"
+    storage.write_manifest(manifest, tmp_path, "regret")
+    assert run_regret(tmp_path) == 0
+    runs = engine.read_manifest(tmp_path, "regret")["runs"]
+    assert [r["status"] for r in runs] == ["died", "complete"]
