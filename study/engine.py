@@ -912,7 +912,7 @@ def _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_i
     storage.write_manifest(manifest, out, plan.study)
 
     start = time.perf_counter()
-    failures, computed, interrupted = [], 0, False
+    failures, computed, interrupted, finished = [], 0, False, False
     interrupts = _Interrupts(plan.study, log, enabled=handle_signals)
     with interrupts:
         try:
@@ -935,6 +935,7 @@ def _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_i
                     interrupts, log)
                 run_info["nodes_used"] = nodes
                 run_info["task_cpu_seconds"] = round(task_cpu, 3)
+            finished = True
         finally:
             if conn is not None and conn.started_here:
                 import ray
@@ -945,10 +946,12 @@ def _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_i
             left = n_todo + n_reusable - n_reused - computed
             run_info.update({"finished": _now(), "wall_seconds": round(seconds, 3), "computed": computed,
                              "failed": len(failures),
-                             "status": "interrupted" if interrupted else ("failed" if failures else "complete")})
+                             "status": "interrupted" if interrupted else ("error" if not finished else
+                                                                          "failed" if failures else "complete")})
             if interrupts.requested:
                 run_info["signals"] = list(interrupts.signals)
-            manifest["status"] = ("interrupted" if interrupted else "complete" if left == 0 else "incomplete")
+            manifest["status"] = ("interrupted" if interrupted else "complete" if finished and left == 0
+                                  else "incomplete")
             manifest["wall_seconds_total"] = round(sum(r.get("wall_seconds", 0) for r in manifest["runs"]), 3)
             storage.write_manifest(manifest, out, plan.study)
     return StudyReport(plan.study, str(out), plan.n_replications, stored_before, computed, len(failures),
