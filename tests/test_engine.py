@@ -273,3 +273,23 @@ def test_two_node_cluster(ray_session, tmp_path):
     engine.run_study(plan, tmp_path / "one", replicate=fake_replicate, progress=False)
     pd.testing.assert_frame_equal(engine.load(tmp_path / "two", "regret"),
                                   engine.load(tmp_path / "one", "regret"))
+
+
+def test_interrupt_handler_records_signals_and_restores_handlers():
+    """SIGTERM and SIGINT during a run are recorded (the driver then stops cleanly), never raised;
+    the previous handlers come back afterwards; the exit status follows the first signal."""
+    import signal
+    import time
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    messages = []
+    with engine._Interrupts("regret", messages.append) as interrupts:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+    assert interrupts.signals == ["SIGTERM", "SIGINT"] and interrupts.requested
+    assert "SIGTERM: stopping" in messages[0] and "SIGINT again" in messages[1]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    report = engine.StudyReport("regret", "/o", 10, 0, 3, 0, 1.0, True, [], signal="SIGTERM")
+    assert report.exit_status == 143 and "interrupted by SIGTERM: 3 replications" in report.summary()
