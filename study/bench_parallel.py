@@ -53,7 +53,7 @@ def main(argv=None) -> int:
                                 overrides={**overrides, "T": 12, "T0": 4}).cells[0]
         ray.get([remote.remote("bench", warm, [(0, i)], None, False, "") for i in range(4 * args.num_cpus)])
 
-        reps_seeds = [(r, engine.replication_seed(plan.root_seed, plan.study, cell.setting, r))
+        reps_seeds = [(r, plan.seed(cell.setting, r))
                       for r in range(plan.reps)]
         t0 = time.perf_counter()
         serial = ray.get(remote.remote(plan.study, cell, reps_seeds, None, False, ""))

@@ -9,8 +9,10 @@
 
 Every flag is validated (settings resolved through ``Setting.replace``) before Ray is imported,
 so bad input fails in well under a second with exit status 2 and a one-line message.
-Exit status: 0 all replications stored, 1 some replication failed (or the run was interrupted,
-or Ray could not be reached), 2 bad usage or stored results of a different configuration.
+Exit status: 0 all replications stored, 1 some replication failed (or Ray could not be reached),
+2 bad usage, stored results of a different configuration, a damaged or unreadable stored file, or
+another run writing the same --out; 130 (SIGINT) or 143 (SIGTERM) interrupted, finished
+replications stored.
 """
 from __future__ import annotations
 
@@ -19,11 +21,13 @@ import ast
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from .settings import METHODS, SETTINGS
 
 DEFAULT_OUT = "outputs"
+INIT_TIMEOUT = 30.0  # seconds to join a cluster given with --address before giving up (exit 1)
 QUICK_REPS = 4
 
 _EPILOG = """\
@@ -32,8 +36,11 @@ Where it runs:
   --address auto            join a cluster started with `ray start --head` on this machine/network
   --address ray://HOST:PORT Ray Client connection to a remote cluster
   inside `ray job submit`   the job's cluster (RAY_ADDRESS is set by Ray); --out must be absolute
-Rerunning the same command resumes: only replications missing from --out are computed.
-Set RAY_AUTH_MODE consistently (e.g. RAY_AUTH_MODE=disabled) for `ray start` and this command.
+Rerunning the same command resumes: only replications missing from --out are computed; one run
+writes a given --out at a time; Ctrl-C stores every finished replication (docs/storage.md).
+The embedded Ray listens on 127.0.0.1 only.  Keep Ray's token authentication; RAY_AUTH_MODE=disabled
+lets anyone who reaches the cluster's ports run code as you (docs/cluster.md); if you disable it,
+do so for `ray start` and this command alike.
 """
 
 
@@ -189,17 +196,46 @@ def _non_negative_float(text: str) -> float:
 
 
 def _check_out(parser, args):
+    """--out usable (a writable directory, created if missing), --address well formed, --num-cpus
+    within this machine for an embedded Ray: all before Ray starts."""
     out = Path(args.out).expanduser()
     in_job = bool(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"))
     if in_job and not out.is_absolute():
         parser.error(f"--out {args.out!r} is relative; inside `ray job submit` the working directory is a "
                      "temporary copy, so give an absolute path on the driver's (head node's) filesystem")
-    if out.exists() and not out.is_dir():
-        parser.error(f"--out {args.out!r} exists and is not a directory")
     if args.address is not None:
         addr = str(args.address)
         if not addr or (addr not in ("auto", "local") and not addr.startswith("ray://") and ":" not in addr):
             parser.error(f"--address must be 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {addr!r}")
+    num_cpus = getattr(args, "num_cpus", None)
+    if num_cpus is not None and args.address is None and not os.environ.get("RAY_ADDRESS"):
+        from .engine import max_local_cpus
+        if num_cpus > max_local_cpus():
+            parser.error(f"--num-cpus {num_cpus} exceeds this machine's {max_local_cpus()} CPUs; an embedded "
+                         "Ray would start that many worker processes (join a cluster with --address instead)")
+    _check_writable(parser, out, args.out)
+
+
+def _check_writable(parser, out: Path, given):
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            parser.error(f"--out {given!r} exists and is not a directory")
+    else:
+        ancestor = out.absolute()
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            parser.error(f"--out {given!r}: {ancestor} is not a directory")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--out {given!r} cannot be created ({exc.strerror})")
+    probe = out / f"_tmp-probe-{uuid.uuid4().hex}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        parser.error(f"--out {given!r} is not writable ({exc.strerror})")
 
 
 def make_plans(parser, args, studies, source=None, check=True):
@@ -237,36 +273,43 @@ def make_plans(parser, args, studies, source=None, check=True):
     _check_out(parser, args)
     if check and not args.fresh:
         from .engine import ConfigMismatch, check_stored
+        from .storage import StorageError
         for plan in plans:
             try:
                 check_stored(plan, args.out)
-            except ConfigMismatch as exc:
+            except (ConfigMismatch, StorageError) as exc:
                 parser.exit(2, f"{parser.prog}: error: {exc}\n")
     return plans
 
 
 def _run_plans(plans, args, replicate=None) -> int:
     from .engine import ConfigMismatch, run_study
+    from .storage import StorageError
 
     status = 0
     for plan in plans:
         try:
             report = run_study(plan, args.out, address=args.address, num_cpus=args.num_cpus,
                                fresh=args.fresh, replicate=replicate, batch_size=args.batch_size,
-                               progress=not args.no_progress)
-        except ConfigMismatch as exc:
+                               progress=not args.no_progress, init_timeout=INIT_TIMEOUT)
+        except (ConfigMismatch, StorageError, ValueError) as exc:  # StorageError: damaged, locked
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except ConnectionError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        except KeyboardInterrupt:
-            print(f"[{plan.study}] interrupted; finished replications are stored in {args.out}. "
-                  "Rerun the same command to resume.", file=sys.stderr)
+        except KeyboardInterrupt:  # outside the driver loop (which handles Ctrl-C itself)
+            print(f"[{plan.study}] interrupted before its replications were submitted; results stored "
+                  f"earlier in {args.out} are intact. Rerun the same command to resume.", file=sys.stderr)
             return 130
+        if report.signal:  # stopping: a further Ctrl-C must not turn the exit into a traceback
+            import signal
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print(report.summary(), file=sys.stderr, flush=True)
-        if not report.ok:
-            status = 1
+        if report.signal:
+            return report.exit_status
+        status = max(status, report.exit_status)
     return status
 
 
@@ -284,22 +327,29 @@ def main_paper(argv=None, *, replicate=None) -> int:
     args = parser.parse_args(argv)
     plans = make_plans(parser, args, args.studies)
     from .engine import connect
+    from .storage import StorageError, study_lock
 
     start = time.perf_counter()
     try:
-        conn = connect(args.address, args.num_cpus, log=lambda m: print(m, file=sys.stderr))
-    except ConnectionError as exc:
+        with study_lock(args.out, run_id=f"paper-{uuid.uuid4().hex[:6]}"):  # one writer for the whole run
+            try:
+                conn = connect(args.address, args.num_cpus, log=lambda m: print(m, file=sys.stderr),
+                               init_timeout=INIT_TIMEOUT)
+            except ConnectionError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            try:
+                status = _run_plans(plans, args, replicate)
+            finally:
+                if conn.started_here:
+                    import ray
+                    ray.shutdown()
+            if status >= 2:
+                return status
+            status = max(status, _draw(args.out))
+    except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
-    try:
-        status = _run_plans(plans, args, replicate)
-    finally:
-        if conn.started_here:
-            import ray
-            ray.shutdown()
-    if status in (2, 130):
-        return status
-    status = max(status, _draw(args.out))
+        return 2
     print(f"[paper] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",
           file=sys.stderr)
     return status
@@ -307,10 +357,15 @@ def main_paper(argv=None, *, replicate=None) -> int:
 
 def _draw(out) -> int:
     from .figures import draw_all
+    from .storage import StorageError
     from .summary import write_summary
 
-    written = draw_all(out)
-    paths = write_summary(out)
+    try:
+        written = draw_all(out)
+        paths = write_summary(out)
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for path in written + list(paths):
         print(f"wrote {path}", file=sys.stderr)
     return 0
@@ -345,20 +400,26 @@ def main_llm(argv=None) -> int:
     if args.figures_only and args.fresh:
         parser.error("--figures-only and --fresh are mutually exclusive")
     source = None
+    if study == "byo" and Path(args.judgments).is_dir():
+        parser.error(f"--judgments {args.judgments!r} is a directory; give a CSV or Parquet file")
     if study == "byo":  # read and validated here, before Ray starts (a bad file exits with status 2)
         source = {"judgments": args.judgments, "dim": args.dim or 10, "ridge": args.ridge or 0.0}
     plan, = make_plans(parser, args, [study], source=source, check=not args.figures_only)
     if args.figures_only:  # draw what is stored; compute missing diagram snapshots only for the same configuration
         from .engine import ConfigMismatch, check_stored
+        from .storage import StorageError
         try:
             check_stored(plan, args.out)
             same = True
         except ConfigMismatch:
             same = False
+        except StorageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         return _draw_replay(args.out, plan, compute=same)
     start = time.perf_counter()
     status = _run_plans([plan], args)
-    if status in (2, 130) or args.no_figures:
+    if status >= 2 or args.no_figures:
         return status
     status = max(status, _draw_replay(args.out, plan))
     print(f"[{study}] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",
@@ -389,7 +450,13 @@ def _draw_replay(out, plan, compute=True) -> int:
     except Exception as exc:  # noqa: BLE001 -- the other figures are still drawn
         print(f"error: the ranking-diagram replication failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         status = 1
-    for path in replay_figures(out, plan.study) + list(write_summary(out)):
+    from .storage import StorageError
+    try:
+        written = replay_figures(out, plan.study) + list(write_summary(out))
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return status
 

@@ -6,34 +6,29 @@ the setting's overrides -- times ``reps`` replications.  The *replay* studies ``
 their ``source`` (:func:`study.llm.runs.replay_source`), which also supplies the ``replicate`` hook
 (shipped to the workers with the tasks) and the provenance (hashes of the replay's code and data)
 that joins the fingerprint.  Every replication has a key
-``(setting, method, M, rep)`` and a seed that depends only on the root seed, the study, the base
-setting name and ``rep`` (:func:`replication_seed`), so the numbers never depend on the worker
+``(setting, method, M, rep)`` and a seed that depends only on the root seed, the study's seed
+namespace (:func:`seed_namespace`: one for the paper's simulation studies, its own for each
+replay), the base setting name and ``rep`` (:func:`replication_seed`), so the numbers never depend on the worker
 count, the batch size or the order in which tasks finish, and all methods (and, in the M-sweep, all
 values of M) of replication ``rep`` share one environment (common random numbers).
 
-Output layout under ``out`` (only the driver writes; every file appears atomically via a temporary
-``_tmp-*`` file and ``os.replace``)::
-
-    out/<study>/_manifest.json                 configuration, versions, seed, Ray resources, runs
-    out/<study>/part-<run>-<n>.parquet         trajectories   (pandas.read_parquet("out/<study>"))
-    out/<study>_intervals/part-<run>-<n>.parquet   confidence intervals (when recorded)
-    out/<study>_failures/part-<run>-<n>.parquet    failed replications
-    out/<study>/_diagrams.npz                  replay studies: ranking-diagram snapshots (study.figures)
-
-Files are flat (not hive-partitioned), so every column comes back with its stored dtype.  Row
-order inside the files is arbitrary; :func:`load` returns the table sorted by its key columns.
+Storage (Parquet parts, commit records with checksums, the manifest, the study lock, ``load``) is
+:mod:`study.storage`, which knows nothing of Ray; ``docs/storage.md`` states its guarantees.  This
+module keeps the plans, the seeds, the Ray connection and the driver loop.
 
 Schema (one row per replication and step ``t = 1..T``) -- trajectories::
 
     study str, setting str, method str, M int32, T0 int32, T int32, rep int32, seed int64,
     t int32, major int32, other int32, explored bool, regret float64, avg_regret float64,
-    rel_error float64
+    rel_error float64, pair_regret float64, avg_pair_regret float64
 
 ``setting`` is the base setting name ("A", "B"); overrides given with ``--set`` are recorded in the
 manifest.  ``major``/``other`` are the compared items (0-based), ``explored`` marks an exploration
-step, ``regret`` the per-step regret, ``avg_regret`` R(t) = (1/t) sum_{s<=t} regret_s, and
-``rel_error`` max_i ||theta*_i - theta_i(t)|| / max_i ||theta*_i||.  Intervals (one row per grid
-time, item and dimension from the first grid time the debiased CI exists)::
+step, ``regret`` the per-step regret, ``avg_regret`` R(t) = (1/t) sum_{s<=t} regret_s,
+``rel_error`` max_i ||theta*_i - theta_i(t)|| / max_i ||theta*_i||, ``pair_regret`` the regret of
+the compared pair ((x'theta*_best - x'theta*_i) + (x'theta*_best - x'theta*_j)) / 2 and
+``avg_pair_regret`` its running average.  Intervals (one row per grid time, item and dimension
+from the first grid time the debiased CI exists)::
 
     study str, setting str, method str, M int32, rep int32, seed int64, t int32, item int32,
     dim int32, estimate float64, se float64, lower float64, upper float64, truth float64,
@@ -45,8 +40,11 @@ with the overrides from the manifest.
 
 Resume: a rerun computes only the keys missing from the trajectory dataset (failed replications
 are therefore retried).  If the stored manifest's fingerprint (resolved settings, methods, root
-seed, package version) differs from the requested one the engine refuses (``ConfigMismatch``)
-unless ``fresh=True``, which deletes this study's three datasets first.
+seed, package version, core source, storage format) differs from the requested one the engine
+refuses (``ConfigMismatch``) unless ``fresh=True``, which deletes this study's three datasets first.
+Identical cells are computed once: the paper's simulation studies share one seed namespace, and a
+replication already stored (and verified) by another study in the same ``out`` for an identical
+cell is copied, not recomputed (:func:`reusable`).
 """
 from __future__ import annotations
 
@@ -57,9 +55,11 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -68,15 +68,19 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from .result import INTERVAL_COLUMNS, TRAJECTORY_COLUMNS
+from . import storage
 from .settings import METHODS, SETTINGS, check_method, resolve_setting
+from .storage import (FAILURE_SCHEMA, INTERVAL_SCHEMA, KEY_COLUMNS, TRAJECTORY_SCHEMA, StorageError,  # noqa: F401
+                      StudyLocked, dataset_dirs, load, manifest_path, read_manifest, stored_keys)
+
+_parts = storage.parts  # used by study.figures, study.summary and study.cli
 
 DEFAULT_SEED = 20250101
 STUDY_NAMES = ("regret", "coverage", "msweep")  # the paper's simulation studies (jobs/paper.py)
 REPLAY_STUDIES = ("llm", "arena", "byo")  # the LLM-ranking application (jobs/llm_ranking.py)
-KEY_COLUMNS = ("setting", "method", "M", "rep")
+PAPER_SEED_NAMESPACE = "paper"  # the simulation studies share their replications' seeds
+MAX_REPS = 1_000_000  # per cell: 10^6 replications of T = 500 steps are ~5e8 stored rows already
 
 
 @dataclass(frozen=True)
@@ -119,27 +123,6 @@ STUDIES = {
         description="Bring-your-own judgments replay (a CSV/Parquet file of pairwise judgments)."),
 }
 
-_INT32 = pa.int32()
-TRAJECTORY_SCHEMA = pa.schema([
-    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
-    ("M", _INT32), ("T0", _INT32), ("T", _INT32), ("rep", _INT32), ("seed", pa.int64()),
-    ("t", _INT32), ("major", _INT32), ("other", _INT32), ("explored", pa.bool_()),
-    ("regret", pa.float64()), ("avg_regret", pa.float64()), ("rel_error", pa.float64()),
-])
-INTERVAL_SCHEMA = pa.schema([
-    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
-    ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()),
-    ("t", _INT32), ("item", _INT32), ("dim", _INT32), ("estimate", pa.float64()),
-    ("se", pa.float64()), ("lower", pa.float64()), ("upper", pa.float64()),
-    ("truth", pa.float64()), ("covered", pa.bool_()),
-])
-FAILURE_SCHEMA = pa.schema([
-    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
-    ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()), ("error", pa.string()),
-    ("traceback", pa.string()), ("run_id", pa.string()),
-])
-
-
 class ConfigMismatch(RuntimeError):
     """Stored results were produced by a different configuration."""
 
@@ -153,13 +136,21 @@ def stable_int(text: str) -> int:
     return int.from_bytes(hashlib.sha256(str(text).encode("utf-8")).digest()[:4], "big")
 
 
-def replication_seed(root_seed: int, study: str, setting: str, rep: int) -> int:
-    """The seed of replication ``rep`` of base setting ``setting`` in ``study``.
+def seed_namespace(study: str) -> str:
+    """The seed namespace of ``study``: ``"paper"`` for the simulation studies (so replication r of
+    setting A is the same environment in regret, coverage and the M-sweep, and identical cells are
+    computed once), the study's own name for a replay."""
+    return PAPER_SEED_NAMESPACE if study in STUDY_NAMES else study
+
+
+def replication_seed(root_seed: int, namespace: str, setting: str, rep: int) -> int:
+    """The seed of replication ``rep`` of base setting ``setting`` in seed namespace ``namespace``
+    (:func:`seed_namespace` of the study).
 
     Independent of method and M: every method (and every M of the sweep) sees the same
     environment in replication ``rep``.
     """
-    ss = np.random.SeedSequence(int(root_seed), spawn_key=(stable_int(study), stable_int(setting), int(rep)))
+    ss = np.random.SeedSequence(int(root_seed), spawn_key=(stable_int(namespace), stable_int(setting), int(rep)))
     return int(ss.generate_state(1, np.uint64)[0]) & (2 ** 63 - 1)
 
 
@@ -198,9 +189,22 @@ class Plan:
         return len(self.cells) * self.reps
 
     def keys(self):
+        """Every key, lazily (never a list: ``reps`` may be large)."""
         for cell in self.cells:
             for rep in range(self.reps):
                 yield (cell.setting, cell.method, cell.M, rep)
+
+    def count_stored(self, done) -> int:
+        """How many of this plan's keys are in the set ``done`` (without enumerating the plan)."""
+        cells = {(c.setting, c.method, c.M) for c in self.cells}
+        return sum(1 for k in done if k[:3] in cells and 0 <= k[3] < self.reps)
+
+    @property
+    def namespace(self) -> str:
+        return seed_namespace(self.study)
+
+    def seed(self, setting: str, rep: int) -> int:
+        return replication_seed(self.root_seed, self.namespace, setting, rep)
 
     def fingerprint(self) -> dict:
         """Everything that affects the numbers (not ``reps``: more reps only add keys)."""
@@ -208,6 +212,8 @@ class Plan:
         fingerprint = {
             "study": self.study,
             "root_seed": int(self.root_seed),
+            "seed_namespace": self.namespace,
+            "storage_format": storage.STORAGE_FORMAT,
             "package_version": __version__,
             "core_source_sha256": core_source_hash(),
             "cells": [{"setting": c.setting, "method": c.method, "M": c.M,
@@ -230,7 +236,8 @@ def _setting_record(cell) -> dict:
 
 
 # Modules that do not influence the numbers of a replication (the engine and its front ends).
-_NON_CORE = {"__init__.py", "engine.py", "cli.py", "figures.py", "summary.py", "bench_parallel.py", "bench.py"}
+_NON_CORE = {"__init__.py", "engine.py", "storage.py", "cli.py", "figures.py", "summary.py", "bench_parallel.py",
+             "bench.py"}
 
 
 def core_source_hash() -> str:
@@ -288,6 +295,9 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
     reps = spec.reps if reps is None else reps
     if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or reps < 1:
         raise ValueError(f"reps must be a positive integer, got {reps!r}")
+    if reps > MAX_REPS:
+        raise ValueError(f"reps must be at most {MAX_REPS:,} per cell, got {reps:,} (the stored table would "
+                         "not fit on any disk)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
         raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     user = dict(overrides or {})
@@ -347,6 +357,11 @@ def _default_replicate(setting, method, seed):
     return run_replication(setting, method, seed)
 
 
+# Trajectory columns the bandit core does not produce yet (stored as NaN until it does; every
+# other column is required).
+_PENDING_COLUMNS = ("pair_regret", "avg_pair_regret")
+
+
 def _trajectory_table(study, cell, setting, rep, seed, result) -> pa.Table:
     traj = result.trajectory
     n = len(traj["t"])
@@ -356,6 +371,8 @@ def _trajectory_table(study, cell, setting, rep, seed, result) -> pa.Table:
     for f in TRAJECTORY_SCHEMA:
         if f.name in const:
             arrays.append(pa.array([const[f.name]] * n, type=f.type) if n else pa.array([], type=f.type))
+        elif f.name in _PENDING_COLUMNS and f.name not in traj:
+            arrays.append(pa.array(np.full(n, np.nan), type=f.type))
         else:
             arrays.append(pa.array(np.asarray(traj[f.name]), type=f.type, safe=True)
                           if f.type != pa.bool_() else pa.array(np.asarray(traj[f.name]).astype(bool)))
@@ -445,56 +462,13 @@ def _remote_run_batch():
 
 
 # --------------------------------------------------------------------------------------------
-# Storage
+# Stored results: configuration check and reuse of identical cells
 # --------------------------------------------------------------------------------------------
-
-def dataset_dirs(out, study) -> dict:
-    out = Path(out)
-    return {"trajectory": out / study, "intervals": out / f"{study}_intervals",
-            "failures": out / f"{study}_failures"}
-
-
-def manifest_path(out, study) -> Path:
-    return Path(out) / study / "_manifest.json"
-
-
-def _parts(directory: Path):
-    return sorted(p for p in directory.glob("part-*.parquet")) if directory.is_dir() else []
-
-
-def _atomic_write_table(table: pa.Table, path: Path):
-    tmp = path.with_name(f"_tmp-{uuid.uuid4().hex}-{path.name}")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
-
-
-def _atomic_write_json(obj, path: Path):
-    tmp = path.with_name(f"_tmp-{uuid.uuid4().hex}.json")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def read_manifest(out, study):
-    path = manifest_path(out, study)
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def _cleanup(dirs):
-    """Drop temporary files of a crashed writer and interval parts whose trajectory part (the
-    commit marker, written last) never appeared."""
-    for d in dirs.values():
-        if d.is_dir():
-            for tmp in d.glob("_tmp-*"):
-                tmp.unlink(missing_ok=True)
-    committed = {p.name for p in _parts(dirs["trajectory"])}
-    for p in _parts(dirs["intervals"]):
-        if p.name not in committed:
-            p.unlink()
-
 
 def check_stored(plan: Plan, out):
     """The stored manifest of ``plan.study`` under ``out`` (None if nothing is stored); raises
-    ``ConfigMismatch`` if the stored results come from a different configuration."""
+    ``ConfigMismatch`` if the stored results come from a different configuration and
+    :class:`study.storage.StorageError` (naming the file) if the manifest cannot be read."""
     out = Path(out).expanduser().resolve()
     dirs = dataset_dirs(out, plan.study)
     existing = read_manifest(out, plan.study)
@@ -509,100 +483,75 @@ def check_stored(plan: Plan, out):
     return existing
 
 
-def stored_keys(out, study) -> set:
-    """Keys (setting, method, M, rep) present in the trajectory dataset."""
-    parts = _parts(dataset_dirs(out, study)["trajectory"])
-    if not parts:
-        return set()
-    table = pq.ParquetDataset([str(p) for p in parts]).read(columns=list(KEY_COLUMNS))
-    keys = table.group_by(list(KEY_COLUMNS)).aggregate([]).to_pydict()
-    return set(zip(keys["setting"], keys["method"], keys["M"], keys["rep"]))
+def _cell_identity(fingerprint: dict, cell: dict, record_intervals) -> str:
+    """Everything that determines a cell's numbers, as text (two cells with the same identity give
+    the same replications, value for value, apart from the ``study`` column)."""
+    keep = ("root_seed", "seed_namespace", "storage_format", "package_version", "core_source_sha256", "replay")
+    return json.dumps({**{k: fingerprint.get(k) for k in keep}, "method": cell["method"],
+                       "resolved_setting": cell["resolved_setting"], "intervals": bool(record_intervals)},
+                      sort_keys=True, default=str)
 
 
-class _Writer:
-    """Buffers batch results in the driver and flushes them as one part per dataset."""
-
-    def __init__(self, dirs, run_id):
-        self.dirs = dirs
-        self.run_id = run_id
-        self.seq = 0
-        self.traj, self.ints, self.fails = [], [], []
-        self.rows = 0
-        self.last_flush = time.monotonic()
-        for d in dirs.values():
-            d.mkdir(parents=True, exist_ok=True)
-
-    def add(self, out: dict):
-        if out["trajectory"].num_rows:
-            self.traj.append(out["trajectory"])
-        if out["intervals"].num_rows:
-            self.ints.append(out["intervals"])
-        self.fails.extend(out["failures"])
-        self.rows += out["trajectory"].num_rows + out["intervals"].num_rows
-
-    def due(self, max_rows, max_seconds) -> bool:
-        return self.rows >= max_rows or (time.monotonic() - self.last_flush) >= max_seconds
-
-    def flush(self):
-        if not (self.traj or self.ints or self.fails):
-            return
-        name = f"part-{self.run_id}-{self.seq:05d}.parquet"
-        self.seq += 1
-        # Intervals and failures first, trajectories last: a trajectory part marks the batch done.
-        if self.ints:
-            _atomic_write_table(pa.concat_tables(self.ints), self.dirs["intervals"] / name)
-        if self.fails:
-            _atomic_write_table(pa.Table.from_pylist(self.fails, schema=FAILURE_SCHEMA),
-                                self.dirs["failures"] / name)
-        if self.traj:
-            _atomic_write_table(pa.concat_tables(self.traj), self.dirs["trajectory"] / name)
-        self.traj, self.ints, self.fails = [], [], []
-        self.rows = 0
-        self.last_flush = time.monotonic()
+def reusable(plan: Plan, out, todo_cells, record_intervals) -> dict:
+    """Stored replications of other studies under ``out`` that are identical to cells of ``plan``:
+    ``{(setting, method, M): (source study, committed state)}`` for the cells in ``todo_cells``."""
+    if plan.study not in STUDY_NAMES:
+        return {}
+    mine = plan.fingerprint()
+    wanted = {_cell_identity(mine, c, record_intervals): (c["setting"], c["method"], c["M"])
+              for c in mine["cells"] if (c["setting"], c["method"], c["M"]) in todo_cells}
+    found = {}
+    for other in STUDY_NAMES:
+        if other == plan.study or not wanted:
+            continue
+        try:
+            manifest = read_manifest(out, other)
+        except StorageError:
+            continue
+        if not manifest or manifest.get("fingerprint", {}).get("seed_namespace") != plan.namespace:
+            continue
+        theirs = manifest["fingerprint"]
+        for c in theirs.get("cells", []):
+            ident = _cell_identity(theirs, c, manifest.get("record_intervals"))
+            if ident in wanted and wanted[ident] not in found:
+                try:
+                    state = storage.committed(out, other)  # verified; a damaged source is not reused
+                except StorageError:
+                    break
+                found[wanted[ident]] = (other, state)
+    return found
 
 
-# --------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------
-
-def load(out, study, what: str = "trajectory", columns=None, filter=None):
-    """The stored table of ``study`` as a pandas DataFrame, sorted by its keys.
-
-    ``what`` is ``"trajectory"``, ``"intervals"`` or ``"failures"``; ``columns`` (a list) and
-    ``filter`` (a ``pyarrow.dataset`` expression, e.g. ``pc.field("t") == pc.field("T")``) are
-    applied while reading.  Failures are the current ones only: failures of replications that
-    have since succeeded are dropped, and only the most recent record per key is kept.
-    """
-    import pyarrow.dataset as ds
-
-    dirs = dataset_dirs(out, study)
-    if what not in dirs:
-        raise ValueError(f"what must be one of {list(dirs)}, got {what!r}")
-    schema = {"trajectory": TRAJECTORY_SCHEMA, "intervals": INTERVAL_SCHEMA,
-              "failures": FAILURE_SCHEMA}[what]
-    parts = _parts(dirs[what])
-    if what == "intervals":  # only committed batches
-        committed = {p.name for p in _parts(dirs["trajectory"])}
-        parts = [p for p in parts if p.name in committed]
-    if columns is not None:
-        sort_cols = [c for c in KEY_COLUMNS + ("t", "item", "dim") if c in schema.names]
-        columns = list(dict.fromkeys(list(columns) + sort_cols))
-    if parts:
-        table = ds.dataset([str(p) for p in parts], schema=schema, format="parquet").to_table(
-            columns=columns, filter=filter)
-    else:
-        table = schema.empty_table()
-        if columns is not None:
-            table = table.select(columns)
-    df = table.to_pandas()
-    if what == "failures":
-        if len(df):
-            done = stored_keys(out, study)
-            mask = [k not in done for k in zip(df.setting, df.method, df.M, df.rep)]
-            df = df[mask].drop_duplicates(list(KEY_COLUMNS), keep="last")
-        return df.sort_values(list(KEY_COLUMNS)).reset_index(drop=True)
-    sort = [c for c in list(KEY_COLUMNS) + ["t", "item", "dim"] if c in df.columns]
-    return df.sort_values(sort, kind="stable").reset_index(drop=True)
+def _copy_reused(plan, out, done: set, sources: dict, run_id, record_intervals, log) -> dict:
+    """Copy the stored rows of the plan's keys not in ``done`` found in ``sources`` (:func:`reusable`)
+    into ``plan``'s study, the ``study`` column rewritten (``done`` is updated); returns {source
+    study: replications copied}."""
+    copied, seq = {}, 0
+    by_source: dict = {}
+    for ckey, (other, state) in sources.items():
+        by_source.setdefault(other, []).append((ckey, state))
+    for other, cells in by_source.items():
+        state = cells[0][1]
+        ckeys = {c for c, _ in cells}
+        for part, keys in state["by_part"].items():
+            take = {k for k in keys if k[:3] in ckeys and k[3] < plan.reps and k not in done}
+            if not take:
+                continue
+            tables = {"trajectory": storage.read_keys([part], take)}
+            ints = dataset_dirs(out, other)["intervals"] / part.name
+            if record_intervals and ints in state["intervals"]:
+                tables["intervals"] = storage.read_keys([ints], take)
+            for what, table in tables.items():
+                idx = table.schema.get_field_index("study")
+                tables[what] = table.set_column(idx, "study", pa.array([plan.study] * table.num_rows, pa.string()))
+            storage.commit_batch(out, plan.study, f"part-{run_id}-reuse{seq:05d}.parquet", tables, [], run_id,
+                                 reused_from={"study": other, "part": part.name})
+            seq += 1
+            done |= take
+            copied[other] = copied.get(other, 0) + len(take)
+    for other, n in copied.items():
+        log(f"[{plan.study}] reused {n} replications stored by the identical cells of study {other!r}")
+    return copied
 
 
 # --------------------------------------------------------------------------------------------
@@ -623,20 +572,83 @@ def _job_id(ray) -> str:
     return str(ray.get_runtime_context().get_job_id())
 
 
-def connect(address=None, num_cpus=None, log=print) -> RayConnection:
+PROBE_SECONDS = 10.0  # TCP probe of a cluster address before ray.init
+
+
+def probe_address(address: str, timeout: float | None = None):
+    """Raise ``ConnectionError`` naming ``address`` unless a TCP connection to its host:port opens
+    within ``timeout`` seconds ("auto" is resolved the way Ray does; other forms are not probed)."""
+    timeout = PROBE_SECONDS if timeout is None else timeout
+    text = str(address)
+    if text == "auto":
+        try:
+            from ray._private.services import canonicalize_bootstrap_address
+            text = canonicalize_bootstrap_address("auto") or ""
+        except Exception:  # noqa: BLE001 -- ray.init reports "no cluster" itself
+            return
+    if text.startswith("ray://"):
+        text = text[len("ray://"):]
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or "/" in text:
+        return
+    host = host.strip("[]")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except socket.gaierror as exc:
+        raise ConnectionError(f"could not connect to a Ray cluster at {address!r}: cannot resolve host "
+                              f"{host!r} ({exc.strerror})") from None
+    except socket.timeout:
+        raise ConnectionError(f"could not connect to a Ray cluster at {address!r}: no answer from "
+                              f"{host}:{port} within {timeout:.0f} s") from None
+    except OSError as exc:
+        raise ConnectionError(f"could not connect to a Ray cluster at {address!r}: {host}:{port}: "
+                              f"{exc.strerror or exc}") from None
+
+
+def _loopback_only():
+    """Make the embedded Ray bind every server to 127.0.0.1: Ray binds its gRPC servers to loopback
+    when its node IP is the loopback address, which is what it does on macOS/Windows unless
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER is set; setting it to 0 does the same on Linux (the
+    variable is read by every Ray process started from here)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    try:
+        from ray._private import ray_constants
+        ray_constants.ENABLE_RAY_CLUSTER = False  # if ray was imported before the variable was set
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def max_local_cpus() -> int:
+    return os.cpu_count() or 1
+
+
+def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayConnection:
     """Join or start Ray.
 
     * already initialised in this process: reuse it (its mode is the one connect() used for it,
       e.g. "embedded" for every study of ``jobs/paper.py``; "existing" if someone else started it);
-    * ``address`` given ("auto", "host:port", "ray://host:port"): join that cluster;
+    * ``address`` given ("auto", "host:port", "ray://host:port"): join that cluster (a TCP probe
+      first, so an unreachable address fails within ``PROBE_SECONDS`` naming it);
     * no address but ``RAY_ADDRESS`` set (inside ``ray job submit``): join the job's cluster;
-    * otherwise start an embedded local Ray with ``num_cpus`` CPUs (all by default).
+    * otherwise start an embedded local Ray with ``num_cpus`` CPUs (all by default, at most the
+      machine's), every server bound to 127.0.0.1, no dashboard.
+
+    ``init_timeout`` (seconds; the command line gives 30): if joining a cluster has not
+    succeeded by then (an address that accepts TCP but is no Ray GCS makes ``ray.init`` retry for
+    minutes), print an error naming the address and end the process with status 1.
     """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    embedded = address is None and not os.environ.get("RAY_ADDRESS")
+    if embedded and num_cpus is not None and int(num_cpus) > max_local_cpus():
+        raise ValueError(f"--num-cpus {num_cpus} exceeds this machine's {max_local_cpus()} CPUs (an embedded "
+                         "Ray would start that many worker processes); give at most that, or join a cluster "
+                         "with --address")
     import ray
 
     if ray.is_initialized():
         return RayConnection(False, _CONNECTED.get(_job_id(ray), "existing"), _resources(ray))
+    if embedded:
+        _loopback_only()
     kwargs = {"include_dashboard": False, "log_to_driver": True}
     if address is None and os.environ.get("RAY_ADDRESS"):
         address, mode = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
@@ -650,6 +662,18 @@ def connect(address=None, num_cpus=None, log=print) -> RayConnection:
         kwargs.pop("include_dashboard")
         if num_cpus is not None:
             log(f"note: --num-cpus is ignored when joining an existing cluster ({address})")
+        probe_address(address)
+        log(f"connecting to the Ray cluster at {address} ...")
+    watchdog = None
+    if init_timeout and mode != "embedded":
+        def give_up():
+            print(f"error: could not connect to a Ray cluster at {address!r}: no Ray answered within "
+                  f"{init_timeout:.0f} s (is it a Ray GCS address, and the same RAY_AUTH_MODE?)",
+                  file=sys.stderr, flush=True)
+            os._exit(1)
+        watchdog = threading.Timer(init_timeout, give_up)
+        watchdog.daemon = True
+        watchdog.start()
     try:
         ray.init(address=address, **kwargs)
     except ConnectionError as exc:
@@ -657,6 +681,9 @@ def connect(address=None, num_cpus=None, log=print) -> RayConnection:
             f"could not connect to a Ray cluster at {address!r}: {exc}\n"
             "Start one with `ray start --head` (same RAY_AUTH_MODE as this shell), or omit "
             "--address to run on an embedded local Ray.") from None
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     _CONNECTED[_job_id(ray)] = mode
     return RayConnection(True, mode, _resources(ray))
 
@@ -685,16 +712,32 @@ class StudyReport:
     seconds: float
     interrupted: bool
     failures: list
+    reused: int = 0
+    signal: str | None = None  # "SIGINT"/"SIGTERM" when a signal stopped the run
 
     @property
     def ok(self) -> bool:
         return self.failed == 0 and not self.interrupted
 
+    @property
+    def exit_status(self) -> int:
+        if self.signal:
+            return 128 + int(getattr(signal, self.signal))
+        return 0 if self.ok else 1
+
     def summary(self) -> str:
-        state = "interrupted" if self.interrupted else ("FAILED" if self.failed else "done")
-        text = (f"[{self.study}] {state}: {self.computed} replications computed, {self.failed} failed, "
-                f"{self.stored_before} already stored, {self.total} in the study; "
-                f"{self.seconds:.1f} s -> {Path(self.out) / self.study}")
+        where = Path(self.out) / self.study
+        if self.interrupted:
+            now = self.stored_before + self.reused + self.computed
+            text = (f"[{self.study}] interrupted{' by ' + self.signal if self.signal else ''}: "
+                    f"{self.computed} replications computed and stored by this run, {self.failed} failed; "
+                    f"{now} of {self.total} are now stored in {where}. Rerun the same command to resume.")
+        else:
+            state = "FAILED" if self.failed else "done"
+            reused = f"{self.reused} reused from identical cells, " if self.reused else ""
+            text = (f"[{self.study}] {state}: {self.computed} replications computed, {self.failed} failed, "
+                    f"{reused}{self.stored_before} already stored, {self.total} in the study; "
+                    f"{self.seconds:.1f} s -> {where}")
         for f in self.failures[:10]:
             text += (f"\n  failed {f['setting']}/{f['method']}/M={f['M']} rep={f['rep']} "
                      f"seed={f['seed']}: {f['error']}")
@@ -703,53 +746,145 @@ class StudyReport:
         return text
 
 
+MAX_BATCH = 25            # replications per task at most
+TARGET_TASK_SECONDS = 2.0  # once replication times are known, tasks are cut to about this long
+FLUSH_SECONDS = 1.0       # finished replications are committed to disk at most this long after arrival
+WAIT_SECONDS = 0.5        # the driver loop wakes at least this often (signals, flushes)
+
+
 def choose_batch_size(n_todo: int, n_cpus: int) -> int:
-    """About 8 tasks per CPU (load balance) but at most 25 replications per task."""
-    return max(1, min(25, math.ceil(n_todo / max(1, 8 * n_cpus))))
+    """About 8 tasks per CPU (load balance) but at most ``MAX_BATCH`` replications per task."""
+    return max(1, min(MAX_BATCH, math.ceil(n_todo / max(1, 8 * n_cpus))))
+
+
+class _BatchSize:
+    """The size of the next task: fixed if given; otherwise at most the load-balancing size, small
+    until replication times are known, then about ``TARGET_TASK_SECONDS`` of work (so an interrupt
+    or a lost worker loses little).  Batching never changes results."""
+
+    def __init__(self, fixed, base):
+        self.fixed, self.base = fixed, base
+        self.seconds = self.count = 0.0
+
+    def observe(self, seconds, n):
+        self.seconds += seconds
+        self.count += n
+
+    def __call__(self) -> int:
+        if self.fixed:
+            return self.fixed
+        if not self.count:
+            return min(self.base, 4)
+        per_rep = self.seconds / self.count
+        return max(1, min(self.base, int(TARGET_TASK_SECONDS / max(per_rep, 1e-6))))
+
+
+def _batches(plan: Plan, done: set, size):
+    """(cell, [(rep, seed), ...]) for every key of ``plan`` not in ``done``, lazily, grouped by cell
+    in plan order (memory independent of ``plan.reps``)."""
+    for cell in plan.cells:
+        chunk = []
+        for rep in range(plan.reps):
+            if (cell.setting, cell.method, cell.M, rep) in done:
+                continue
+            chunk.append((rep, plan.seed(cell.setting, rep)))
+            if len(chunk) >= size():
+                yield cell, chunk
+                chunk = []
+        if chunk:
+            yield cell, chunk
+
+
+class _Interrupts:
+    """SIGINT/SIGTERM while a study runs: the first asks the driver to stop (no new tasks, in-flight
+    ones cancelled, finished ones written, manifest "interrupted"); later ones are reported and
+    otherwise ignored, so the write always completes.  Installed from the main thread only."""
+
+    def __init__(self, study, log, enabled=True):
+        self.study, self.log, self.enabled = study, log, enabled
+        self.signals, self.old = [], {}
+
+    def _handle(self, signum, frame):
+        self.signals.append(signal.Signals(signum).name)
+        if len(self.signals) == 1:
+            self.log(f"[{self.study}] {self.signals[0]}: stopping; writing the finished replications "
+                     "(another Ctrl-C will not interrupt the write)")
+        else:
+            self.log(f"[{self.study}] {self.signals[-1]} again: still writing the finished replications; "
+                     "stopping as soon as they are on disk")
+
+    @property
+    def requested(self) -> bool:
+        return bool(self.signals)
+
+    def __enter__(self):
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+        return False
 
 
 def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, replicate=None,
               record_intervals=None, batch_size=None, max_in_flight=None, progress=True,
-              flush_rows=500_000, flush_seconds=30.0, stop_after_batches=None,
-              log=None) -> StudyReport:
-    """Run (or resume) ``plan``, writing Parquet under ``out``.  See the module docstring.
+              flush_rows=500_000, flush_seconds=FLUSH_SECONDS, stop_after_batches=None,
+              reuse=True, handle_signals=True, init_timeout=None, log=None) -> StudyReport:
+    """Run (or resume) ``plan``, writing Parquet under ``out``.  See the module docstring and
+    :mod:`study.storage`.
 
-    ``replicate(setting, method, seed) -> ReplicationResult`` defaults to the plan's hook (replay
-    studies) or ``study.run_replication`` (a different callable must be importable on the workers;
-    it is pickled once and shipped to them through the object store, with any data it carries).
-    ``stop_after_batches`` stops early after that many batches are stored (simulates an
-    interruption; used by the tests).
+    Holds the study directory's lock for the whole run (:class:`study.storage.StudyLocked` if
+    another process holds it); verifies the stored parts first (:class:`study.storage.DamagedPart`,
+    :class:`study.storage.DuplicateKeys`).  ``replicate(setting, method, seed) -> ReplicationResult``
+    defaults to the plan's hook (replay studies) or ``study.run_replication`` (a different callable
+    must be importable on the workers; it is pickled once and shipped to them through the object
+    store, with any data it carries).  ``reuse`` copies identical cells stored by another study.
+    ``stop_after_batches`` stops early after that many batches are received (simulates an
+    interruption; used by the tests).  SIGINT/SIGTERM stop the run cleanly (``handle_signals``).
     """
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = Path(out).expanduser().resolve()
-    dirs = dataset_dirs(out, plan.study)
-    fingerprint = plan.fingerprint()
     if record_intervals is None:
         record_intervals = any(c.resolve().ci_every > 0 for c in plan.cells)
     if replicate is None:
         replicate = plan.replicate
     if replicate is None and any(c.base is not None for c in plan.cells):
         raise ValueError(f"study {plan.study!r} needs a replicate hook (build the plan with make_plan)")
+    run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    with storage.study_lock(out, run_id=run_id):
+        return _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_intervals,
+                           batch_size, max_in_flight, progress, flush_rows, flush_seconds,
+                           stop_after_batches, reuse, handle_signals, init_timeout, log)
 
+
+def _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_intervals, batch_size,
+                max_in_flight, progress, flush_rows, flush_seconds, stop_after_batches, reuse,
+                handle_signals, init_timeout, log) -> StudyReport:
+    dirs = dataset_dirs(out, plan.study)
+    fingerprint = plan.fingerprint()
     if fresh:
         for d in dirs.values():
             if d.is_dir():
                 shutil.rmtree(d)
     existing = check_stored(plan, out)
-
-    _cleanup(dirs)
-    done = stored_keys(out, plan.study)
-    wanted = list(plan.keys())
-    todo = [k for k in wanted if k not in done]
-    stored_before = len(wanted) - len(todo)
-    if len(done) > len(wanted) - len(todo):
+    storage.cleanup(out, plan.study)
+    done = set(storage.committed(out, plan.study)["keys"])  # verified: damaged parts raise here
+    stored_before = plan.count_stored(done)
+    if len(done) > stored_before:
         log(f"[{plan.study}] note: {len(done) - stored_before} stored replications lie outside "
             f"this run's reps={plan.reps}; they stay in the dataset")
-
-    conn = connect(address, num_cpus, log=log) if todo else None  # fails before anything is written
+    missing = plan.n_replications - stored_before
+    sources = reusable(plan, out, {(c.setting, c.method, c.M) for c in plan.cells}, record_intervals) \
+        if reuse and missing else {}
+    n_reusable = len({k for _, state in sources.values() for k in state["keys"]
+                      if k[:3] in sources and k[3] < plan.reps and k not in done})
+    n_todo = missing - n_reusable
+    conn = connect(address, num_cpus, log=log, init_timeout=init_timeout) if n_todo else None  # before any write
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
-    run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     manifest = existing or {
         "study": plan.study,
         "fingerprint": fingerprint,
@@ -758,84 +893,96 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
                    "failures": FAILURE_SCHEMA.names},
         "runs": [],
     }
+    for old in manifest["runs"]:  # we hold the lock, so a run still marked running has died
+        if old.get("status") == "running":
+            old["status"] = "died"
     manifest.update({"root_seed": plan.root_seed, "reps": plan.reps,
                      "settings": sorted({c.setting for c in plan.cells}),
                      "methods": list(dict.fromkeys(c.method for c in plan.cells)),
                      "M": {s: sorted({c.M for c in plan.cells if c.setting == s})
                            for s in sorted({c.setting for c in plan.cells})},
                      "overrides": dict(plan.overrides), "record_intervals": bool(record_intervals),
-                     "package_version": fingerprint["package_version"], "git_commit": _git_commit()})
-    run_info = {"run_id": run_id, "started": _now(), "requested": len(wanted),
-                "stored_before": stored_before, "status": "running", "argv": sys.argv}
+                     "package_version": fingerprint["package_version"], "git_commit": _git_commit(),
+                     "storage_format": storage.STORAGE_FORMAT})
+    run_info = {"run_id": run_id, "started": _now(), "requested": plan.n_replications,
+                "stored_before": stored_before, "status": "running", "argv": sys.argv,
+                "host": socket.gethostname(), "pid": os.getpid()}
     manifest["runs"].append(run_info)
     manifest["status"] = "running"
-    _atomic_write_json(manifest, manifest_path(out, plan.study))
+    storage.write_manifest(manifest, out, plan.study)
 
     start = time.perf_counter()
-    failures, computed, interrupted, keyboard = [], 0, False, False
-    if todo:
+    failures, computed, interrupted, finished = [], 0, False, False
+    interrupts = _Interrupts(plan.study, log, enabled=handle_signals)
+    with interrupts:
         try:
-            import ray
+            reused = _copy_reused(plan, out, done, sources, run_id, record_intervals, log) if sources else {}
+            run_info["reused"] = {"replications": sum(reused.values()), "from": reused}
+            if n_todo and not interrupts.requested:
+                import ray
 
-            n_cpus = max(1, int(conn.resources.get("CPU", num_cpus or os.cpu_count() or 1)))
-            bsize = batch_size or choose_batch_size(len(todo), n_cpus)
-            limit = max_in_flight or 2 * n_cpus + 2
-            run_info.update({"ray_mode": conn.mode, "ray_resources": conn.resources,
-                             "batch_size": bsize, "max_in_flight": limit})
-            cells = {(c.setting, c.method, c.M): c for c in plan.cells}
-            batches = []
-            for ckey in cells:  # group by cell, in plan order, then chunk
-                reps = [k[3] for k in todo if k[:3] == ckey]
-                for i in range(0, len(reps), bsize):
-                    chunk = reps[i:i + bsize]
-                    batches.append((cells[ckey], [(r, replication_seed(plan.root_seed, plan.study,
-                                                                         ckey[0], r)) for r in chunk]))
-            log(f"[{plan.study}] {len(todo)} replications to compute ({stored_before} stored) in "
-                f"{len(batches)} tasks of <= {bsize} on {n_cpus} CPUs ({conn.mode} Ray)")
-            computed, failures, interrupted, keyboard, nodes, task_cpu = _drive(
-                ray, plan, batches, dirs, run_id, replicate, record_intervals, limit, progress,
-                flush_rows, flush_seconds, stop_after_batches, log)
-            run_info["nodes_used"] = nodes
-            run_info["task_cpu_seconds"] = round(task_cpu, 3)
+                n_cpus = max(1, int(conn.resources.get("CPU", num_cpus or os.cpu_count() or 1)))
+                size = _BatchSize(batch_size, choose_batch_size(n_todo, n_cpus))
+                limit = max_in_flight or 2 * n_cpus + 2
+                run_info.update({"ray_mode": conn.mode, "ray_resources": conn.resources,
+                                 "batch_size": batch_size or f"adaptive <= {size.base}", "max_in_flight": limit})
+                log(f"[{plan.study}] {n_todo} replications to compute ({stored_before} stored"
+                    f"{f', {n_reusable} reused' if n_reusable else ''}) in tasks of <= {size.base} on "
+                    f"{n_cpus} CPUs ({conn.mode} Ray)")
+                computed, failures, interrupted, nodes, task_cpu = _drive(
+                    ray, plan, out, _batches(plan, done, size), size, n_todo, run_id, replicate,
+                    record_intervals, limit, progress, flush_rows, flush_seconds, stop_after_batches,
+                    interrupts, log)
+                run_info["nodes_used"] = nodes
+                run_info["task_cpu_seconds"] = round(task_cpu, 3)
+            finished = True
         finally:
-            if conn.started_here:
+            if conn is not None and conn.started_here:
                 import ray
                 ray.shutdown()
-    seconds = time.perf_counter() - start
-    run_info.update({"finished": _now(), "wall_seconds": round(seconds, 3), "computed": computed,
-                     "failed": len(failures),
-                     "status": "interrupted" if interrupted else ("failed" if failures else "complete")})
-    missing = len(todo) - computed
-    manifest["status"] = "complete" if missing == 0 else "incomplete"
-    manifest["wall_seconds_total"] = round(sum(r.get("wall_seconds", 0) for r in manifest["runs"]), 3)
-    _atomic_write_json(manifest, manifest_path(out, plan.study))
-    if keyboard:
-        raise KeyboardInterrupt
-    return StudyReport(plan.study, str(out), len(wanted), stored_before, computed, len(failures),
-                       seconds, interrupted, failures)
+            interrupted = interrupted or interrupts.requested
+            seconds = time.perf_counter() - start
+            n_reused = run_info.get("reused", {}).get("replications", 0)
+            left = n_todo + n_reusable - n_reused - computed
+            run_info.update({"finished": _now(), "wall_seconds": round(seconds, 3), "computed": computed,
+                             "failed": len(failures),
+                             "status": "interrupted" if interrupted else ("error" if not finished else
+                                                                          "failed" if failures else "complete")})
+            if interrupts.requested:
+                run_info["signals"] = list(interrupts.signals)
+            manifest["status"] = ("interrupted" if interrupted else "complete" if finished and left == 0
+                                  else "incomplete")
+            manifest["wall_seconds_total"] = round(sum(r.get("wall_seconds", 0) for r in manifest["runs"]), 3)
+            storage.write_manifest(manifest, out, plan.study)
+    return StudyReport(plan.study, str(out), plan.n_replications, stored_before, computed, len(failures),
+                       seconds, interrupted, failures, reused=n_reused,
+                       signal=interrupts.signals[0] if interrupts.signals else None)
 
 
-def _drive(ray, plan, batches, dirs, run_id, replicate, record_intervals, limit, progress,
-           flush_rows, flush_seconds, stop_after_batches, log):
+def _drive(ray, plan, out, batches, size, total, run_id, replicate, record_intervals, limit, progress,
+           flush_rows, flush_seconds, stop_after_batches, interrupts, log):
     remote = _remote_run_batch()
-    writer = _Writer(dirs, run_id)
-    total = sum(len(b[1]) for b in batches)
+    writer = _Writer(out, plan.study, run_id)
     bar = _Progress(plan.study, total, progress, log)
     replicate_ref = ray.put(replicate) if replicate is not None else None
-    pending = list(reversed(batches))
     in_flight = {}
-    computed, failures, stored_batches, interrupted, keyboard = 0, [], 0, False, False
-    nodes = set()
-    task_cpu = 0.0
+    failures, received, stop = [], 0, False
+    nodes, task_cpu = set(), 0.0
+    exhausted = False
+    last_news = time.monotonic()
     try:
-        while pending or in_flight:
-            while pending and len(in_flight) < limit:
-                cell, reps_seeds = pending.pop()
+        while not stop:
+            while not exhausted and len(in_flight) < limit and not interrupts.requested:
+                nxt = next(batches, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                cell, reps_seeds = nxt
                 ref = remote.remote(plan.study, cell, reps_seeds, replicate_ref, record_intervals, run_id)
                 in_flight[ref] = (cell, reps_seeds)
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=10.0)
-            if not ready:
-                bar.update(0, 0)  # heartbeat line when nothing finishes for a while
+            if interrupts.requested or not in_flight:
+                break
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SECONDS)
             for ref in ready:
                 cell, reps_seeds = in_flight.pop(ref)
                 try:
@@ -849,25 +996,69 @@ def _drive(ray, plan, batches, dirs, run_id, replicate, record_intervals, limit,
                 writer.add(result)
                 nodes.add(result.get("node"))
                 task_cpu += result.get("cpu_seconds", 0.0)
+                if "seconds" in result:
+                    size.observe(result["seconds"], len(reps_seeds))
                 failures.extend(result["failures"])
-                computed += len(reps_seeds) - len(result["failures"])
                 bar.update(len(reps_seeds), len(result["failures"]))
-                stored_batches += 1
+                received += 1
+                last_news = time.monotonic()
             if writer.due(flush_rows, flush_seconds):
                 writer.flush()
-            if stop_after_batches is not None and stored_batches >= stop_after_batches:
-                interrupted = True
-                break
-    except KeyboardInterrupt:
-        interrupted = keyboard = True
-        log(f"[{plan.study}] interrupted: saving finished replications; rerun the same command to resume")
+            if not ready and time.monotonic() - last_news >= 10:
+                bar.update(0, 0)  # heartbeat line when nothing finishes for a while
+                last_news = time.monotonic()
+            if stop_after_batches is not None and received >= stop_after_batches:
+                stop = True
     finally:
         for ref in in_flight:
-            ray.cancel(ref, force=True)
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 -- already finished or gone
+                pass
         writer.flush()
         bar.close()
     nodes.discard(None)
-    return computed, failures, interrupted, keyboard, sorted(nodes), task_cpu
+    return writer.stored, failures, stop or interrupts.requested, sorted(nodes), task_cpu
+
+
+class _Writer:
+    """Buffers batch results in the driver and commits them (:func:`study.storage.commit_batch`)."""
+
+    def __init__(self, out, study, run_id):
+        self.out, self.study, self.run_id = out, study, run_id
+        self.seq = 0
+        self.stored = 0  # successful replications committed
+        self._reset()
+
+    def _reset(self):
+        self.traj, self.ints, self.fails = [], [], []
+        self.rows = 0
+        self.last_flush = time.monotonic()
+
+    def add(self, result: dict):
+        if result["trajectory"].num_rows:
+            self.traj.append(result["trajectory"])
+        if result["intervals"].num_rows:
+            self.ints.append(result["intervals"])
+        self.fails.extend(result["failures"])
+        self.rows += result["trajectory"].num_rows + result["intervals"].num_rows
+
+    def due(self, max_rows, max_seconds) -> bool:
+        pending = self.traj or self.ints or self.fails
+        return bool(pending) and (self.rows >= max_rows or time.monotonic() - self.last_flush >= max_seconds)
+
+    def flush(self):
+        if not (self.traj or self.ints or self.fails):
+            return
+        tables = {"trajectory": pa.concat_tables(self.traj) if self.traj else TRAJECTORY_SCHEMA.empty_table(),
+                  "intervals": pa.concat_tables(self.ints) if self.ints else INTERVAL_SCHEMA.empty_table(),
+                  "failures": pa.Table.from_pylist(self.fails, schema=FAILURE_SCHEMA)}
+        failed = [(f["setting"], f["method"], f["M"], f["rep"]) for f in self.fails]
+        record = storage.commit_batch(self.out, self.study, f"part-{self.run_id}-{self.seq:05d}.parquet",
+                                      tables, failed, self.run_id)
+        self.seq += 1
+        self.stored += len(record["keys"])
+        self._reset()
 
 
 class _Progress:
@@ -916,7 +1107,10 @@ def _describe_difference(old, new) -> str:
     diffs = []
     if old.get("core_source_sha256") != new.get("core_source_sha256"):
         diffs.append("the bandit core's source code changed since these results were stored")
-    for key in ("study", "root_seed", "package_version"):
+    if old.get("storage_format") != new.get("storage_format"):
+        diffs.append(f"stored with storage format {old.get('storage_format', 1)!r}, this version writes "
+                     f"format {new.get('storage_format')!r} (checksummed parts, shared seeds)")
+    for key in ("study", "root_seed", "seed_namespace", "package_version"):
         if old.get(key) != new.get(key):
             diffs.append(f"{key}: stored {old.get(key)!r}, requested {new.get(key)!r}")
     if old.get("replay") != new.get("replay"):

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import engine
+from .llm.byo import safe_label
 from .settings import ALL_METHODS as METHODS  # the paper's five, then the baselines; others after
 
 METHOD_STYLE = {
@@ -332,7 +333,7 @@ def store_diagram_panels(out, plan, method="RB", log=None):
         with np.load(path, allow_pickle=False) as stored:
             if str(stored["fingerprint_sha256"]) == sha:
                 return None
-    seed = engine.replication_seed(plan.root_seed, plan.study, cell.setting, 0)
+    seed = plan.seed(cell.setting, 0)
     times = diagram_times(setting.T)
     if log is not None:
         log(f"[{plan.study}] ranking-diagram snapshots: one {method} replication (seed {seed}, T={setting.T}) "
@@ -363,7 +364,7 @@ def load_diagram_panels(out, study):
         times = [int(t) for t in z["times"]]
         point = {t: z["point"][k] for k, t in enumerate(times)}
         ci = {t: ((z["theta_d"][k], z["phi11"][k]) if z["has_ci"][k] else None) for k, t in enumerate(times)}
-        info = {"contexts": z["contexts"], "labels": [str(x) for x in z["labels"]], "method": str(z["method"]),
+        info = {"contexts": z["contexts"], "labels": [safe_label(x) for x in z["labels"]], "method": str(z["method"]),
                 "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"])}
     return point, ci, info
 

@@ -35,6 +35,12 @@ def test_replication_seed_is_stable_and_keyed():
               engine.replication_seed(20250101, "coverage", "A", 0),
               engine.replication_seed(20250102, "regret", "A", 0)}
     assert s not in others and len(others) == 4
+    # the paper's simulation studies share one namespace; each replay has its own
+    assert {engine.seed_namespace(s) for s in engine.STUDY_NAMES} == {"paper"}
+    assert engine.seed_namespace("byo") == "byo"
+    plan = engine.make_plan("msweep", reps=2)
+    assert plan.seed("A", 1) == engine.make_plan("regret", reps=2).seed("A", 1) == \
+        engine.replication_seed(20250101, "paper", "A", 1)
     # sha256-based, so it is the same in every process and Python version
     assert engine.stable_int("A") == int.from_bytes(__import__("hashlib").sha256(b"A").digest()[:4], "big")
 
@@ -90,7 +96,7 @@ def test_end_to_end_tiny_study(ray_session, tmp_path):
     # common random numbers: every method of replication r has the same seed
     seeds = df.groupby(["setting", "rep"])["seed"].nunique()
     assert (seeds == 1).all()
-    assert df.loc[df.rep == 1, "seed"].iloc[0] == engine.replication_seed(engine.DEFAULT_SEED, "regret",
+    assert df.loc[df.rep == 1, "seed"].iloc[0] == engine.replication_seed(engine.DEFAULT_SEED, "paper",
                                                                           df.loc[df.rep == 1, "setting"].iloc[0], 1)
     manifest = engine.read_manifest(tmp_path, "regret")
     assert manifest["status"] == "complete" and manifest["root_seed"] == engine.DEFAULT_SEED
@@ -122,7 +128,7 @@ def test_resume_after_interruption_gives_identical_table(ray_session, tmp_path):
                             flush_seconds=0, stop_after_batches=2, progress=False,
                             max_in_flight=2)
     assert part.interrupted and 2 <= part.computed < 12
-    assert engine.read_manifest(tmp_path / "resumed", "coverage")["status"] == "incomplete"
+    assert engine.read_manifest(tmp_path / "resumed", "coverage")["status"] == "interrupted"
     rest = engine.run_study(plan, tmp_path / "resumed", replicate=fake_replicate, batch_size=3,
                             progress=False)
     assert rest.ok and rest.stored_before == part.computed and rest.computed == 12 - part.computed
@@ -150,7 +156,7 @@ def test_different_configuration_is_refused(ray_session, tmp_path):
 
 
 def test_failing_replication_is_recorded_and_retried(ray_session, tmp_path, capsys):
-    bad_seed = engine.replication_seed(engine.DEFAULT_SEED, "regret", "A", 1)
+    bad_seed = engine.replication_seed(engine.DEFAULT_SEED, "paper", "A", 1)
     args = ["--out", str(tmp_path), "--reps", "3", "--methods", "RB", "ETA", *TINY]
     rc = cli.main("regret", args, replicate=FailingReplicate([bad_seed]))
     assert rc == 1
@@ -172,8 +178,12 @@ def test_failing_replication_is_recorded_and_retried(ray_session, tmp_path, caps
 
 def test_figures_and_summary_from_tiny_run(ray_session, tmp_path):
     common = ["--out", str(tmp_path), "--reps", "3", "--no-progress", "--set", "T=40", "--set", "T0=10"]
-    rc = cli.main_paper(common + ["--set", "ci_every=5", "--m-values", "1", "10"], replicate=fake_replicate)
+    rc = cli.main_paper(common + ["--set", "ci_every=5", "--m-values", "1", "10", "20"], replicate=fake_replicate)
     assert rc == 0
+    # the M-sweep's A/M=20 cells are the regret study's A cells: copied, not recomputed
+    sweep = engine.read_manifest(tmp_path, "msweep")["runs"][-1]
+    assert sweep["reused"] == {"replications": 5 * 3, "from": {"regret": 15}}
+    assert sweep["computed"] == 2 * 3 * 5 * 3 - 15
     figs = tmp_path / "figures"
     for stem in ("regret_A", "regret_B", "coverage_A", "coverage_B", "msweep_A",
                  "reg_setting_A_T0_10_T_40_M_1", "err_setting_A_T0_10_T_40_M_1",
@@ -263,3 +273,23 @@ def test_two_node_cluster(ray_session, tmp_path):
     engine.run_study(plan, tmp_path / "one", replicate=fake_replicate, progress=False)
     pd.testing.assert_frame_equal(engine.load(tmp_path / "two", "regret"),
                                   engine.load(tmp_path / "one", "regret"))
+
+
+def test_interrupt_handler_records_signals_and_restores_handlers():
+    """SIGTERM and SIGINT during a run are recorded (the driver then stops cleanly), never raised;
+    the previous handlers come back afterwards; the exit status follows the first signal."""
+    import signal
+    import time
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    messages = []
+    with engine._Interrupts("regret", messages.append) as interrupts:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+    assert interrupts.signals == ["SIGTERM", "SIGINT"] and interrupts.requested
+    assert "SIGTERM: stopping" in messages[0] and "SIGINT again" in messages[1]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    report = engine.StudyReport("regret", "/o", 10, 0, 3, 0, 1.0, True, [], signal="SIGTERM")
+    assert report.exit_status == 143 and "interrupted by SIGTERM: 3 replications" in report.summary()

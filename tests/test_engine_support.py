@@ -18,9 +18,11 @@ def fake_replicate(setting, method, seed, sleep=0.0):
     rng = np.random.default_rng([int(seed), stable_int(method), int(setting.M)])
     t = np.arange(1, T + 1)
     regret = rng.exponential(1.0 / np.sqrt(t))
+    pair = regret + rng.exponential(1.0 / np.sqrt(t))
     traj = {"t": t, "major": rng.integers(0, n, T), "other": rng.integers(0, n, T),
             "explored": rng.random(T) < 0.2, "regret": regret, "avg_regret": np.cumsum(regret) / t,
-            "rel_error": 2.0 / np.sqrt(t) * rng.uniform(0.5, 1.5, T)}
+            "rel_error": 2.0 / np.sqrt(t) * rng.uniform(0.5, 1.5, T),
+            "pair_regret": pair, "avg_pair_regret": np.cumsum(pair) / t}
     grid = [s for s in range(1, T + 1) if setting.ci_every and s % setting.ci_every == 0][1:]
     rows = {name: [] for name in INTERVAL_COLUMNS}
     truth = setting.theta_star

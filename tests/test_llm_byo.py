@@ -131,3 +131,26 @@ def test_bad_files_are_rejected(tmp_path):
         load_byo(tmp_path / "empty.csv", seed=0)
     with pytest.raises(ValueError, match="no judgment rows"):
         load_byo(write_csv(tmp_path, frame().iloc[:0]), seed=0)
+
+
+def test_model_names_with_invisible_characters_are_escaped(tmp_path):
+    """Bidirectional overrides (U+202E), isolates, marks and zero-width characters cannot change
+    what a figure shows: they are replaced by visible escapes, and distinct names stay distinct."""
+    from study.llm.byo import safe_label
+    names = {"alpha": "alpha", "beta": "be\u202eta", "gamma": "gam\u2066ma\u200f"}
+    rows = [(q, names[a], names[b], w) for q, a, b, w in ROWS]
+    env = load_byo(write_csv(tmp_path, frame(rows)), seed=1, T=10)
+    assert env.models == ["alpha", "be<U+202E>ta", "gam<U+2066>ma<U+200F>"]
+    assert safe_label("GPT\u200b4\n") == "GPT<U+200B>4<U+000A>" and safe_label("plain é") == "plain é"
+
+
+def test_judgments_directory_is_named_as_such(tmp_path, capsys):
+    from study import cli
+    from study.llm.runs import read_byo
+    with pytest.raises(ValueError, match="is a directory"):
+        read_byo(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        cli.main_llm(["--out", str(tmp_path / "out"), "--judgments", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "is a directory" in err and "no such file" not in err

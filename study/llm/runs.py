@@ -95,6 +95,8 @@ def read_byo(path, *, dim: int = 10, ridge: float = 0.0, embedder=None) -> ByoDa
     naming the row and column of a bad entry, or what else is wrong with the file."""
     from .byo import fit_theta_star, read_judgments, replay_inputs
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; give a CSV or Parquet file")
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
