@@ -79,7 +79,9 @@ _parts = storage.parts  # used by study.figures, study.summary and study.cli
 DEFAULT_SEED = 20250101
 STUDY_NAMES = ("regret", "coverage", "msweep")  # the paper's simulation studies (jobs/paper.py)
 REPLAY_STUDIES = ("llm", "arena", "byo")  # the LLM-ranking application (jobs/llm_ranking.py)
-PAPER_SEED_NAMESPACE = "paper"  # the simulation studies share their replications' seeds
+# The simulation studies share their replications' seeds; the namespace is the regret study's, so
+# that its replications (and so every earlier reference of it) stay what they were.
+PAPER_SEED_NAMESPACE = "regret"
 MAX_REPS = 1_000_000  # per cell: 10^6 replications of T = 500 steps are ~5e8 stored rows already
 
 
@@ -137,7 +139,7 @@ def stable_int(text: str) -> int:
 
 
 def seed_namespace(study: str) -> str:
-    """The seed namespace of ``study``: ``"paper"`` for the simulation studies (so replication r of
+    """The seed namespace of ``study``: ``"regret"`` for the simulation studies (so replication r of
     setting A is the same environment in regret, coverage and the M-sweep, and identical cells are
     computed once), the study's own name for a replay."""
     return PAPER_SEED_NAMESPACE if study in STUDY_NAMES else study
@@ -242,14 +244,15 @@ _NON_CORE = {"__init__.py", "engine.py", "storage.py", "cli.py", "figures.py", "
 
 def core_source_hash() -> str:
     """SHA-256 over the source of the modules that compute a replication (study/*.py except the
-    engine, its front ends and benchmarks), so that results of edited core code are never mixed
-    with stored ones even when the package version did not change."""
+    engine, its front ends and benchmarks, and the built-in policies in study/policies/), so that
+    results of edited core code are never mixed with stored ones even when the package version did
+    not change.  (study/legacy/, the frozen previous core, computes no stored result.)"""
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent
-    for path in sorted(root.glob("*.py")):
-        if path.name not in _NON_CORE:
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
+    paths = [p for p in sorted(root.glob("*.py")) if p.name not in _NON_CORE] + sorted((root / "policies").glob("*.py"))
+    for path in paths:
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
     return h.hexdigest()
 
 
@@ -395,36 +398,52 @@ def _interval_table(study, cell, rep, seed, result) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=INTERVAL_SCHEMA)
 
 
-def run_batch(study: str, cell: Cell, reps_seeds, replicate=None, record_intervals=True,
+def _shared_replicate(setting, methods, seed) -> dict:
+    """{method: result} of several methods on one environment, their shared prefix computed once
+    (:func:`study.replication.run_environment_methods`); equal to separate runs value for value."""
+    from .environment import BTLEnvironment
+    from .replication import run_environment_methods
+    return run_environment_methods(BTLEnvironment(setting, seed), methods, setting, seed=int(seed))
+
+
+def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=True,
               run_id: str = "") -> dict:
-    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process.
+    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process; ``cell``
+    may also be a tuple of cells that differ only by method and share a prefix of their steps
+    (:func:`_cell_groups`), all run on each replication's one environment.
 
     An exception in one replication is caught and returned as a failure record; the others still
     run.  Returns ``{"trajectory": Table, "intervals": Table, "failures": [dict], "seconds": s}``.
     """
     start = time.perf_counter()
     cpu_start = time.process_time()
-    replicate = replicate or _default_replicate
-    if cell.base is not None:  # a replay's setting: built from data, not cached by name
-        setting = cell.resolve()
+    cells = tuple(cell) if isinstance(cell, tuple) else (cell,)
+    first = cells[0]
+    if first.base is not None:  # a replay's setting: built from data, not cached by name
+        setting = first.resolve()
     else:
-        key = cell.overrides + (("__name", cell.setting),)
+        key = first.overrides + (("__name", first.setting),)
         setting = _SETTING_CACHE.get(key)
         if setting is None:
-            setting = _SETTING_CACHE[key] = cell.resolve()
+            setting = _SETTING_CACHE[key] = first.resolve()
     trajs, ints, failures = [], [], []
     for rep, seed in reps_seeds:
         try:
-            result = replicate(setting, cell.method, seed)
-            traj = _trajectory_table(study, cell, setting, rep, seed, result)
-            interval = _interval_table(study, cell, rep, seed, result) if record_intervals else None
+            if len(cells) > 1:
+                results = _shared_replicate(setting, [c.method for c in cells], seed)
+            else:
+                results = {first.method: (replicate or _default_replicate)(setting, first.method, seed)}
+            tables = [(_trajectory_table(study, c, setting, rep, seed, results[c.method]),
+                       _interval_table(study, c, rep, seed, results[c.method]) if record_intervals else None)
+                      for c in cells]
         except Exception as exc:  # noqa: BLE001 -- recorded, the batch goes on
-            failures.append(_failure(study, cell, rep, seed, f"{type(exc).__name__}: {exc}",
-                                     traceback.format_exc(), run_id))
+            failures.extend(_failure(study, c, rep, seed, f"{type(exc).__name__}: {exc}",
+                                     traceback.format_exc(), run_id) for c in cells)
             continue
-        trajs.append(traj)
-        if interval is not None and interval.num_rows:
-            ints.append(interval)
+        for traj, interval in tables:
+            trajs.append(traj)
+            if interval is not None and interval.num_rows:
+                ints.append(interval)
     return {
         "trajectory": pa.concat_tables(trajs) if trajs else TRAJECTORY_SCHEMA.empty_table(),
         "intervals": pa.concat_tables(ints) if ints else INTERVAL_SCHEMA.empty_table(),
@@ -779,20 +798,62 @@ class _BatchSize:
         return max(1, min(self.base, int(TARGET_TASK_SECONDS / max(per_rep, 1e-6))))
 
 
-def _batches(plan: Plan, done: set, size):
-    """(cell, [(rep, seed), ...]) for every key of ``plan`` not in ``done``, lazily, grouped by cell
-    in plan order (memory independent of ``plan.reps``)."""
+def _as_cells(cell) -> tuple:
+    return tuple(cell) if isinstance(cell, tuple) else (cell,)
+
+
+def _cell_groups(plan: Plan, shared: bool):
+    """The plan's cells in plan order, as tuples: cells of one (setting, M, overrides) whose methods
+    are known to share a prefix of their steps (RB and ERA: :func:`study.replication.shared_prefix`)
+    form one group when ``shared``; every other cell is a group of one."""
+    if not shared:
+        return [(c,) for c in plan.cells]
+    from .policies import make_policy
+    from .replication import shared_prefix
+    groups, placed = [], set()
     for cell in plan.cells:
+        if cell in placed:
+            continue
+        group = [cell]
+        if cell.base is None:
+            setting = cell.resolve()
+            leader = make_policy(cell.method, setting)
+            for other in plan.cells:
+                if (other not in placed and other is not cell and other.base is None
+                        and (other.setting, other.M, other.overrides) == (cell.setting, cell.M, cell.overrides)
+                        and shared_prefix(leader, make_policy(other.method, setting)) > 0):
+                    group.append(other)
+        placed.update(group)
+        groups.append(tuple(group))
+    return groups
+
+
+def _batches(plan: Plan, done: set, size, shared: bool = False):
+    """(cells, [(rep, seed), ...]) for every key of ``plan`` not in ``done``, lazily, grouped by
+    cell in plan order (memory independent of ``plan.reps``).  With ``shared`` (the default
+    replication function), a replication missing for every cell of a group (:func:`_cell_groups`)
+    is one work item that runs all of them; a replication missing for only some runs them alone."""
+    for group in _cell_groups(plan, shared):
+        singles = {c: [] for c in group}
         chunk = []
         for rep in range(plan.reps):
-            if (cell.setting, cell.method, cell.M, rep) in done:
+            missing = [c for c in group if (c.setting, c.method, c.M, rep) not in done]
+            if not missing:
                 continue
-            chunk.append((rep, plan.seed(cell.setting, rep)))
-            if len(chunk) >= size():
-                yield cell, chunk
-                chunk = []
+            item = (rep, plan.seed(group[0].setting, rep))
+            if len(missing) == len(group):
+                chunk.append(item)
+                if len(chunk) * len(group) >= size():
+                    yield (group if len(group) > 1 else group[0]), chunk
+                    chunk = []
+            else:
+                for c in missing:
+                    singles[c].append(item)
         if chunk:
-            yield cell, chunk
+            yield (group if len(group) > 1 else group[0]), chunk
+        for c, items in singles.items():
+            for k in range(0, len(items), max(1, size())):
+                yield c, items[k:k + max(1, size())]
 
 
 class _Interrupts:
@@ -930,7 +991,7 @@ def _run_locked(plan, out, run_id, address, num_cpus, fresh, replicate, record_i
                     f"{f', {n_reusable} reused' if n_reusable else ''}) in tasks of <= {size.base} on "
                     f"{n_cpus} CPUs ({conn.mode} Ray)")
                 computed, failures, interrupted, nodes, task_cpu = _drive(
-                    ray, plan, out, _batches(plan, done, size), size, n_todo, run_id, replicate,
+                    ray, plan, out, _batches(plan, done, size, shared=replicate is None), size, n_todo, run_id, replicate,
                     record_intervals, limit, progress, flush_rows, flush_seconds, stop_after_batches,
                     interrupts, log)
                 run_info["nodes_used"] = nodes
@@ -990,16 +1051,16 @@ def _drive(ray, plan, out, batches, size, total, run_id, replicate, record_inter
                 except Exception as exc:  # noqa: BLE001 -- worker died beyond retries, etc.
                     result = {"trajectory": TRAJECTORY_SCHEMA.empty_table(),
                               "intervals": INTERVAL_SCHEMA.empty_table(),
-                              "failures": [_failure(plan.study, cell, r, s, f"{type(exc).__name__}: {exc}",
+                              "failures": [_failure(plan.study, c, r, s, f"{type(exc).__name__}: {exc}",
                                                     "".join(traceback.format_exception(exc)), run_id)
-                                           for r, s in reps_seeds]}
+                                           for c in _as_cells(cell) for r, s in reps_seeds]}
                 writer.add(result)
                 nodes.add(result.get("node"))
                 task_cpu += result.get("cpu_seconds", 0.0)
                 if "seconds" in result:
-                    size.observe(result["seconds"], len(reps_seeds))
+                    size.observe(result["seconds"], len(reps_seeds) * len(_as_cells(cell)))
                 failures.extend(result["failures"])
-                bar.update(len(reps_seeds), len(result["failures"]))
+                bar.update(len(reps_seeds) * len(_as_cells(cell)), len(result["failures"]))
                 received += 1
                 last_news = time.monotonic()
             if writer.due(flush_rows, flush_seconds):

@@ -36,11 +36,14 @@ def test_replication_seed_is_stable_and_keyed():
               engine.replication_seed(20250102, "regret", "A", 0)}
     assert s not in others and len(others) == 4
     # the paper's simulation studies share one namespace; each replay has its own
-    assert {engine.seed_namespace(s) for s in engine.STUDY_NAMES} == {"paper"}
+    assert {engine.seed_namespace(s) for s in engine.STUDY_NAMES} == {"regret"}
     assert engine.seed_namespace("byo") == "byo"
     plan = engine.make_plan("msweep", reps=2)
     assert plan.seed("A", 1) == engine.make_plan("regret", reps=2).seed("A", 1) == \
-        engine.replication_seed(20250101, "paper", "A", 1)
+        engine.replication_seed(20250101, "regret", "A", 1)
+    # the namespace is the regret study's own: its seeds are those of every earlier reference
+    assert plan.seed("A", 7) == int(np.random.SeedSequence(20250101, spawn_key=(
+        engine.stable_int("regret"), engine.stable_int("A"), 7)).generate_state(1, np.uint64)[0]) & (2 ** 63 - 1)
     # sha256-based, so it is the same in every process and Python version
     assert engine.stable_int("A") == int.from_bytes(__import__("hashlib").sha256(b"A").digest()[:4], "big")
 
@@ -96,7 +99,7 @@ def test_end_to_end_tiny_study(ray_session, tmp_path):
     # common random numbers: every method of replication r has the same seed
     seeds = df.groupby(["setting", "rep"])["seed"].nunique()
     assert (seeds == 1).all()
-    assert df.loc[df.rep == 1, "seed"].iloc[0] == engine.replication_seed(engine.DEFAULT_SEED, "paper",
+    assert df.loc[df.rep == 1, "seed"].iloc[0] == engine.replication_seed(engine.DEFAULT_SEED, "regret",
                                                                           df.loc[df.rep == 1, "setting"].iloc[0], 1)
     manifest = engine.read_manifest(tmp_path, "regret")
     assert manifest["status"] == "complete" and manifest["root_seed"] == engine.DEFAULT_SEED
@@ -156,7 +159,7 @@ def test_different_configuration_is_refused(ray_session, tmp_path):
 
 
 def test_failing_replication_is_recorded_and_retried(ray_session, tmp_path, capsys):
-    bad_seed = engine.replication_seed(engine.DEFAULT_SEED, "paper", "A", 1)
+    bad_seed = engine.replication_seed(engine.DEFAULT_SEED, "regret", "A", 1)
     args = ["--out", str(tmp_path), "--reps", "3", "--methods", "RB", "ETA", *TINY]
     rc = cli.main("regret", args, replicate=FailingReplicate([bad_seed]))
     assert rc == 1

@@ -36,3 +36,32 @@ def test_shared_runs_equal_separate_runs(name, methods):
             for column in a:
                 assert np.array_equal(a[column], b[column]), (method, what, column)
         assert np.array_equal(alone.theta_final, shared[method].theta_final)
+
+
+def test_engine_batches_group_rb_and_era_and_split_what_is_partly_stored():
+    from study import engine
+
+    plan = engine.make_plan("regret", settings=["A"], methods=["RB", "ETA", "ERA"], reps=5,
+                            overrides={"T": 30, "T0": 10})
+    rb, eta, era = plan.cells
+    assert engine._cell_groups(plan, shared=True) == [(rb, era), (eta,)]
+    assert engine._cell_groups(plan, shared=False) == [(rb,), (eta,), (era,)]
+    done = {("A", "RB", rb.M, 1), ("A", "ERA", era.M, 3)}
+    batches = list(engine._batches(plan, done, lambda: 100, shared=True))
+    grouped = [(cells, [r for r, _ in items]) for cells, items in batches]
+    assert grouped[0] == ((rb, era), [0, 2, 4])
+    assert (rb, [3]) in grouped and (era, [1]) in grouped and (eta, [0, 1, 2, 3, 4]) in grouped
+    keys = {(c.method, r) for cells, reps in grouped for c in engine._as_cells(cells) for r in reps}
+    assert len(keys) == 3 * 5 - len(done)
+
+
+def test_engine_shared_batches_store_the_same_table(ray_session, tmp_path):
+    from study import engine
+
+    plan = engine.make_plan("regret", settings=["A"], methods=["RB", "ERA"], reps=3,
+                            overrides={"T": 40, "T0": 15})
+    shared = engine.run_study(plan, tmp_path / "shared", progress=False)
+    alone = engine.run_study(plan, tmp_path / "alone", progress=False, replicate=engine._default_replicate)
+    assert shared.ok and alone.ok and shared.computed == alone.computed == 6
+    import pandas.testing as pdt
+    pdt.assert_frame_equal(engine.load(tmp_path / "shared", "regret"), engine.load(tmp_path / "alone", "regret"))
