@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .settings import METHODS, SETTINGS
+from .settings import ALL_METHODS, SETTINGS
 
 DEFAULT_OUT = "outputs"
 INIT_TIMEOUT = 30.0  # seconds to join a cluster given with --address before giving up (exit 1)
@@ -108,9 +108,17 @@ file need not exist on other nodes.
 def build_parser(study: str) -> argparse.ArgumentParser:
     """The parser of one study (``regret``, ``coverage``, ``msweep``), ``paper`` or ``llm`` (the
     LLM-ranking job: studies ``llm``, ``arena`` and ``byo``)."""
-    from .engine import DEFAULT_SEED, STUDIES, STUDY_NAMES
+    from .engine import BASELINE_STUDIES, DEFAULT_SEED, STUDIES, STUDY_NAMES
 
-    if study == "paper":
+    if study == "baselines":
+        description = ("Beyond the paper: the paper's five methods against the contextual dueling-bandit "
+                       "baselines TS, MaxInP, CoLSTIM and RB-UA, on Settings A and B (study 'baselines') and on "
+                       "the LLM-ranking replay (study 'llm_baselines'), then figures (regret, pair regret, error) "
+                       "and the summary table.  Cells identical to the regret study's (the paper's methods, same "
+                       "seeds) are copied from --out instead of recomputed.")
+        default_reps = "baselines 200, llm_baselines 50"
+        default_methods = " ".join(STUDIES["baselines"].methods)
+    elif study == "paper":
         description = ("Run the paper's whole Monte Carlo study -- regret, coverage and M-sweep -- then "
                        "draw every figure and write the summary table.")
         default_reps = "each study's paper default (regret 200, coverage 500, msweep 200)"
@@ -146,8 +154,11 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     else:
         parser.add_argument("--settings", nargs="+", metavar="NAME", choices=sorted(SETTINGS),
                             help=f"settings to run (default: A B; choices: {' '.join(sorted(SETTINGS))})")
-    parser.add_argument("--methods", nargs="+", metavar="METHOD", choices=list(METHODS),
-                        help=f"methods to run (default: {default_methods}; choices: {' '.join(METHODS)})")
+    parser.add_argument("--methods", nargs="+", metavar="METHOD",
+                        help=f"methods to run (default: {default_methods}); built in: {' '.join(ALL_METHODS)}; "
+                             "or a policy of your own as 'package.module:Name' (importable here and on the Ray "
+                             "workers) or a name registered with study.register_policy; a name that does not "
+                             "resolve fails before Ray starts")
     parser.add_argument("--reps", type=_positive_int, metavar="N",
                         help=f"replications per setting x method (x M) (default: {default_reps})")
     parser.add_argument("--quick", action="store_true",
@@ -182,6 +193,9 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     if study == "paper":
         parser.add_argument("--studies", nargs="+", choices=list(STUDY_NAMES), default=list(STUDY_NAMES),
                             help="which studies to run (default: all three)")
+    if study == "baselines":
+        parser.add_argument("--studies", nargs="+", choices=list(BASELINE_STUDIES), default=list(BASELINE_STUDIES),
+                            help="which studies to run (default: both)")
     return parser
 
 
@@ -254,8 +268,10 @@ def make_plans(parser, args, studies, source=None, check=True):
         parser.error("--quick and --reps are mutually exclusive")
     plans = []
     for study in studies:
-        kwargs = {"settings": getattr(args, "settings", None), "reps": reps, "seed": args.seed,
-                  "overrides": overrides}
+        from .engine import STUDIES
+        own_settings = STUDIES[study].source is not None  # a replay: its settings come from its data
+        kwargs = {"settings": None if own_settings else getattr(args, "settings", None), "reps": reps,
+                  "seed": args.seed, "overrides": overrides}
         if source is not None:
             kwargs["source"] = source
         if study == "coverage" and getattr(args, "studies", None) is not None:
@@ -323,7 +339,16 @@ def main(study: str, argv=None, *, replicate=None) -> int:
 
 def main_paper(argv=None, *, replicate=None) -> int:
     """Every study, then the figures and the summary table, on one Ray connection."""
-    parser = build_parser("paper")
+    return _main_suite("paper", argv, replicate)
+
+
+def main_baselines(argv=None, *, replicate=None) -> int:
+    """``jobs/baselines.py``: the baselines studies, then the figures and the summary table."""
+    return _main_suite("baselines", argv, replicate)
+
+
+def _main_suite(name, argv, replicate) -> int:
+    parser = build_parser(name)
     args = parser.parse_args(argv)
     plans = make_plans(parser, args, args.studies)
     from .engine import connect
@@ -331,7 +356,7 @@ def main_paper(argv=None, *, replicate=None) -> int:
 
     start = time.perf_counter()
     try:
-        with study_lock(args.out, run_id=f"paper-{uuid.uuid4().hex[:6]}"):  # one writer for the whole run
+        with study_lock(args.out, run_id=f"{name}-{uuid.uuid4().hex[:6]}"):  # one writer for the whole run
             try:
                 conn = connect(args.address, args.num_cpus, log=lambda m: print(m, file=sys.stderr),
                                init_timeout=INIT_TIMEOUT)
@@ -350,7 +375,7 @@ def main_paper(argv=None, *, replicate=None) -> int:
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"[paper] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",
+    print(f"[{name}] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",
           file=sys.stderr)
     return status
 
@@ -465,7 +490,8 @@ def entry(argv=None) -> int:
     """``python -m study.cli {regret,coverage,msweep,paper,figures,llm} [flags]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"regret": lambda a: main("regret", a), "coverage": lambda a: main("coverage", a),
-                "msweep": lambda a: main("msweep", a), "paper": main_paper, "figures": main_figures,
+                "msweep": lambda a: main("msweep", a), "paper": main_paper, "baselines": main_baselines,
+                "figures": main_figures,
                 "llm": main_llm}
     if not argv or argv[0] not in commands:
         print(f"usage: python -m study.cli {{{','.join(commands)}}} [flags]  (--help after the command)",

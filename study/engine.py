@@ -70,7 +70,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import storage
-from .settings import METHODS, SETTINGS, check_method, resolve_setting
+from .settings import ALL_METHODS, METHODS, SETTINGS, check_method, resolve_setting
 from .storage import (FAILURE_SCHEMA, INTERVAL_SCHEMA, KEY_COLUMNS, TRAJECTORY_SCHEMA, StorageError,  # noqa: F401
                       StudyLocked, dataset_dirs, load, manifest_path, read_manifest, stored_keys)
 
@@ -123,7 +123,19 @@ STUDIES = {
         settings=("byo",), methods=METHODS, reps=50, overrides={"ci_every": 0},
         source="study.llm.runs:replay_source",
         description="Bring-your-own judgments replay (a CSV/Parquet file of pairwise judgments)."),
+    "baselines": StudyDefaults(
+        settings=("A", "B"), methods=ALL_METHODS, reps=200, overrides={"ci_every": 0},
+        description="The paper's five methods against four contextual dueling-bandit baselines (TS, MaxInP, "
+                    "CoLSTIM, RB-UA), Settings A and B (docs/baselines.md)."),
+    "llm_baselines": StudyDefaults(
+        settings=("llm",), methods=ALL_METHODS, reps=50, overrides={"ci_every": 0},
+        source="study.llm.runs:replay_source",
+        description="The nine methods on the LLM-ranking replay (GENERATED judgments; docs/baselines.md)."),
 }
+BASELINE_STUDIES = ("baselines", "llm_baselines")  # jobs/baselines.py
+# Studies that replay another study's environments: their replications' seeds (and so identical
+# cells, which the engine then copies instead of recomputing) are that study's.
+_SHARED_NAMESPACES = {"baselines": "regret", "llm_baselines": "llm"}
 
 class ConfigMismatch(RuntimeError):
     """Stored results were produced by a different configuration."""
@@ -142,7 +154,9 @@ def seed_namespace(study: str) -> str:
     """The seed namespace of ``study``: ``"regret"`` for the simulation studies (so replication r of
     setting A is the same environment in regret, coverage and the M-sweep, and identical cells are
     computed once), the study's own name for a replay."""
-    return PAPER_SEED_NAMESPACE if study in STUDY_NAMES else study
+    if study in STUDY_NAMES:
+        return PAPER_SEED_NAMESPACE
+    return _SHARED_NAMESPACES.get(study, study)
 
 
 def replication_seed(root_seed: int, namespace: str, setting: str, rep: int) -> int:
@@ -185,6 +199,8 @@ class Plan:
     overrides: tuple        # user overrides (--set), before the study's own
     provenance: tuple = ()  # replay studies: sorted (key, value) pairs of the source's provenance
     replicate: object = field(default=None, compare=False, repr=False)  # replay studies: the hook
+    # policies registered in this process (study.register_policy): shipped to the workers by value
+    factories: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def n_replications(self) -> int:
@@ -221,9 +237,22 @@ class Plan:
             "cells": [{"setting": c.setting, "method": c.method, "M": c.M,
                        "resolved_setting": _setting_record(c)} for c in self.cells],
         }
+        policies = _policy_records(self.cells)
+        if policies:  # user policies: their import path and source hash (built-ins are in the core hash)
+            fingerprint["policies"] = policies
         if self.provenance:
             fingerprint["replay"] = _jsonable(dict(self.provenance))
         return fingerprint
+
+
+def _policy_records(cells) -> dict:
+    from .policies import policy_provenance
+    records = {}
+    for cell in cells:
+        if cell.method not in records and cell.method not in ALL_METHODS:
+            record = policy_provenance(cell.method)
+            records[cell.method] = {k: record.get(k) for k in ("kind", "import_path", "source_sha256")}
+    return records
 
 
 def _setting_record(cell) -> dict:
@@ -343,9 +372,12 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
                 raise ValueError(f"setting {name} with overrides {with_m}: {exc}") from None
             for method in methods:
                 cells.append(Cell(name, method, int(M), tuple(sorted(with_m.items())), base=base))
+    from .policies import registered_policies
+    registered = registered_policies()
+    factories = tuple((m, registered[m]) for m in methods if m in registered and m not in ALL_METHODS)
     return Plan(study=study, root_seed=int(seed), reps=int(reps), cells=tuple(cells),
                 overrides=tuple(sorted(user.items())), provenance=tuple(sorted(provenance.items())),
-                replicate=hook)
+                replicate=hook, factories=factories)
 
 
 # --------------------------------------------------------------------------------------------
@@ -353,6 +385,21 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
 # --------------------------------------------------------------------------------------------
 
 _SETTING_CACHE: dict = {}
+
+
+class _WithFactories:
+    """A replication function that builds registered policies from the factories shipped with the
+    task (the registry of :func:`study.register_policy` lives in the driver's process only)."""
+
+    def __init__(self, factories: dict, base=None):
+        self.factories, self.base = factories, base
+
+    def __call__(self, setting, method, seed):
+        extra = {"policy": self.factories[method]} if method in self.factories else {}
+        if self.base is not None:
+            return self.base(setting, method, seed, **extra)
+        from . import run_replication
+        return run_replication(setting, method, seed, **extra)
 
 
 def _default_replicate(setting, method, seed):
@@ -912,6 +959,8 @@ def run_study(plan: Plan, out, *, address=None, num_cpus=None, fresh=False, repl
         record_intervals = any(c.resolve().ci_every > 0 for c in plan.cells)
     if replicate is None:
         replicate = plan.replicate
+    if plan.factories:  # registered policies exist only in this process: ship them with the tasks
+        replicate = _WithFactories(dict(plan.factories), replicate)
     if replicate is None and any(c.base is not None for c in plan.cells):
         raise ValueError(f"study {plan.study!r} needs a replicate hook (build the plan with make_plan)")
     run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]

@@ -62,14 +62,15 @@ def _save(fig, directory: Path, stem: str) -> list:
 def trajectory_stats(out, study) -> "pd.DataFrame":
     """Mean, SD and count over replications of R(t) and the relative error, per (setting,
     method, M, T0, T, t)."""
-    df = engine.load(out, study, columns=["T0", "T", "avg_regret", "rel_error"])
+    df = engine.load(out, study, columns=["T0", "T", "avg_regret", "rel_error", "avg_pair_regret"])
     if df.empty:
         return df
     g = df.groupby(["setting", "method", "M", "T0", "T", "t"], sort=True, observed=True)
     stats = g.agg(reg_mean=("avg_regret", "mean"), reg_sd=("avg_regret", "std"),
                   err_mean=("rel_error", "mean"), err_sd=("rel_error", "std"),
+                  pair_mean=("avg_pair_regret", "mean"), pair_sd=("avg_pair_regret", "std"),
                   n=("avg_regret", "size")).reset_index()
-    for col in ("reg", "err"):
+    for col in ("reg", "err", "pair"):
         stats[f"{col}_se"] = stats[f"{col}_sd"].fillna(0.0) / np.sqrt(stats["n"])
     return stats
 
@@ -135,6 +136,32 @@ def regret_figures(out, study="regret", directory=None, *, label=None, stem=None
             fig.tight_layout()
         suffix = "" if study == "regret" else f"_{study}"
         paths += _save(fig, directory, stem or f"regret_{setting}{suffix}")
+        plt.close(fig)
+    return paths
+
+
+def baselines_figures(out, study="baselines", directory=None) -> list:
+    """One figure per setting: R(t) (the major item's regret, the paper's), the pair's regret (the
+    dueling literature's: the mean regret of both compared items) and the relative error, all
+    methods, +/- 2 Monte Carlo SE bands."""
+    plt = _plt()
+    directory, stats, groups = _cell_groups(out, study, directory)
+    paths = []
+    for (setting, M, T0, T), frame in groups:
+        n = int(frame["n"].max())
+        name = "LLM replay (GENERATED judgments)" if study == "llm_baselines" else f"Setting {setting}"
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+        _curve_panel(axes[0], frame, "reg", "average regret R(t) (log scale)", T0)
+        _curve_panel(axes[1], frame, "pair", "average pair regret (log scale)", T0)
+        _curve_panel(axes[2], frame, "err", "relative error (log scale)", T0)
+        axes[0].set_title("regret of the major item (the paper's)")
+        axes[1].set_title("regret of the pair: mean of both items")
+        axes[2].set_title(r"$\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$")
+        axes[0].legend(loc="best", fontsize=7, framealpha=0.9)
+        fig.suptitle(f"{name} (M={M}, T0={T0}, T={T}): nine methods, mean over {n} replications, "
+                     f"bands = $\\pm$2 MC SE", fontsize=10)
+        fig.tight_layout()
+        paths += _save(fig, directory, f"{study}_{setting}")
         plt.close(fig)
     return paths
 
@@ -422,4 +449,7 @@ def draw_all(out) -> list:
     for study in engine.REPLAY_STUDIES:
         if engine._parts(engine.dataset_dirs(out, study)["trajectory"]):
             paths += replay_figures(out, study)
+    for study in engine.BASELINE_STUDIES:
+        if engine._parts(engine.dataset_dirs(out, study)["trajectory"]):
+            paths += baselines_figures(out, study)
     return paths

@@ -21,7 +21,8 @@ from .settings import ALL_METHODS as METHODS  # table order: the paper's five, t
 
 KEYS = ["study", "setting", "method", "M"]
 COLUMNS = KEYS + ["T0", "T", "reps", "final_regret", "final_regret_se", "final_rel_error",
-                  "final_rel_error_se", "cp", "cp_se", "cp_reps"]
+                  "final_rel_error_se", "cp", "cp_se", "cp_reps", "final_pair_regret", "final_pair_regret_se"]
+_STUDIES = engine.STUDY_NAMES + engine.BASELINE_STUDIES + engine.REPLAY_STUDIES
 
 
 def _se(x):
@@ -33,12 +34,13 @@ def study_summary(out, study) -> pd.DataFrame:
     dirs = engine.dataset_dirs(out, study)
     if not engine._parts(dirs["trajectory"]):
         return pd.DataFrame(columns=COLUMNS)
-    final = engine.load(out, study, columns=["T0", "T", "avg_regret", "rel_error"],
+    final = engine.load(out, study, columns=["T0", "T", "avg_regret", "rel_error", "avg_pair_regret"],
                         filter=ds.field("t") == ds.field("T"))
     g = final.groupby(["setting", "method", "M", "T0", "T"], observed=True)
     table = g.agg(reps=("rep", "nunique"), final_regret=("avg_regret", "mean"),
                   final_regret_se=("avg_regret", _se), final_rel_error=("rel_error", "mean"),
-                  final_rel_error_se=("rel_error", _se)).reset_index()
+                  final_rel_error_se=("rel_error", _se), final_pair_regret=("avg_pair_regret", "mean"),
+                  final_pair_regret_se=("avg_pair_regret", _se)).reset_index()
     table["cp"] = np.nan
     table["cp_se"] = np.nan
     table["cp_reps"] = 0
@@ -61,7 +63,7 @@ def study_summary(out, study) -> pd.DataFrame:
 
 
 def summary_table(out) -> pd.DataFrame:
-    frames = [study_summary(out, s) for s in engine.STUDY_NAMES + engine.REPLAY_STUDIES]
+    frames = [study_summary(out, s) for s in _STUDIES]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
@@ -77,24 +79,31 @@ def _pm(mean, se, digits=4):
 def to_markdown(table: pd.DataFrame) -> str:
     lines = ["# Summary of the stored results", "",
              "Mean over replications ± Monte Carlo standard error, at t = T. "
-             "R(T) = average regret; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
+             "R(T) = average regret (of the major item, the paper's eq:regret); pair R(T) = the average regret of "
+             "both compared items, ((x'θ*_best − x'θ*_i) + (x'θ*_best − x'θ*_j))/2; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
              "CP = fraction of the n·d 95% intervals covering the truth at t = T.", ""]
     titles = {"regret": "Regret study (paper Figure 1)", "coverage": "Coverage study (paper Figures 2–3)",
               "msweep": "M-sweep (paper appendix)",
               "llm": "LLM ranking replay (real MMLU anatomy prompts and embeddings, GENERATED judgments)",
               "arena": "Chatbot Arena replay (129 models, real votes)",
-              "byo": "Bring-your-own judgments replay"}
-    for study in engine.STUDY_NAMES + engine.REPLAY_STUDIES:
+              "byo": "Bring-your-own judgments replay",
+              "baselines": "Beyond the paper: nine methods, Settings A and B (docs/baselines.md)",
+              "llm_baselines": "Beyond the paper: nine methods on the LLM replay (GENERATED judgments)"}
+    for study in _STUDIES:
         sub = table[table["study"] == study]
         if sub.empty:
             continue
         with_cp = sub["cp"].notna().any()
+        with_pair = study in engine.BASELINE_STUDIES
         lines += [f"## {titles[study]}", ""]
-        header = ["setting", "method", "M", "T0", "T", "reps", "R(T)", "rel. error"] + (["CP"] if with_cp else [])
+        header = (["setting", "method", "M", "T0", "T", "reps", "R(T)"] + (["pair R(T)"] if with_pair else [])
+                  + ["rel. error"] + (["CP"] if with_cp else []))
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in sub.itertuples():
-            cells = [r.setting, r.method, str(r.M), str(r.T0), str(r.T), str(r.reps),
-                     _pm(r.final_regret, r.final_regret_se), _pm(r.final_rel_error, r.final_rel_error_se)]
+            cells = ([r.setting, r.method, str(r.M), str(r.T0), str(r.T), str(r.reps),
+                      _pm(r.final_regret, r.final_regret_se)]
+                     + ([_pm(r.final_pair_regret, r.final_pair_regret_se)] if with_pair else [])
+                     + [_pm(r.final_rel_error, r.final_rel_error_se)])
             if with_cp:
                 cells.append(_pm(r.cp, r.cp_se, 3))
             lines.append("| " + " | ".join(cells) + " |")

@@ -1,0 +1,69 @@
+"""jobs/baselines.py: the nine methods on Settings A and B and the LLM replay, through the engine;
+user policies by import path; bad names refused before Ray."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import study
+from study import cli, engine
+
+TINY = ["--set", "T=30", "--set", "T0=10", "--no-progress"]
+
+
+@pytest.mark.parametrize("methods, message", [
+    (["nonexistent_module_xyz:Policy"], "nonexistent_module_xyz"),
+    (["study.policies:NoSuchPolicy"], "NoSuchPolicy"),
+    (["UCB"], "unknown method"),
+])
+def test_bad_methods_fail_before_ray_naming_them(methods, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main_baselines(["--out", str(tmp_path), "--methods", *methods, *TINY])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "baselines").exists()
+
+
+def test_user_policies_enter_the_fingerprint():
+    plan = engine.make_plan("regret", settings=["A"], methods=["RB", "examples.my_policy:Boltzmann"], reps=1)
+    policies = plan.fingerprint()["policies"]
+    assert list(policies) == ["examples.my_policy:Boltzmann"]
+    record = policies["examples.my_policy:Boltzmann"]
+    assert record["kind"] == "import" and len(record["source_sha256"]) == 64
+    assert "policies" not in engine.make_plan("regret", settings=["A"], methods=["RB", "TS"], reps=1).fingerprint()
+
+
+def test_registered_policy_runs_on_the_workers(ray_session, tmp_path):
+    study.register_policy("test-eta-copy", lambda setting: study.policies.make_policy("ETA", setting), replace=True)
+    try:
+        rc = cli.main("regret", ["--out", str(tmp_path), "--reps", "2", "--settings", "A", "--methods", "ETA",
+                                 "test-eta-copy", *TINY])
+    finally:
+        study.policies.unregister_policy("test-eta-copy")
+    assert rc == 0
+    df = engine.load(tmp_path, "regret")
+    copy, eta = (df[df.method == m].drop(columns="method").reset_index(drop=True) for m in ("test-eta-copy", "ETA"))
+    pd.testing.assert_frame_equal(copy, eta)  # same policy, same seeds: the same table
+
+
+def test_baselines_job_end_to_end_reuses_the_regret_cells(ray_session, tmp_path):
+    out = str(tmp_path)
+    assert cli.main("regret", ["--out", out, "--reps", "2", *TINY]) == 0
+    rc = cli.main_baselines(["--out", out, "--reps", "2", *TINY])
+    assert rc == 0
+    base = engine.load(out, "baselines")
+    assert set(base.method) == set(study.ALL_METHODS) and base.rep.nunique() == 2
+    assert base["avg_pair_regret"].notna().all() and (base["avg_pair_regret"] >= 0).all()
+    manifest = engine.read_manifest(out, "baselines")
+    assert manifest["runs"][-1]["reused"]["replications"] == 2 * 5 * 2  # the paper's five methods, copied from regret
+    regret = engine.load(out, "regret")
+    for frame in (base, regret):
+        frame.drop(columns="study", inplace=True)
+    same = base[base.method.isin(study.METHODS)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(same, regret.reset_index(drop=True))
+    llm = engine.load(out, "llm_baselines")
+    assert set(llm.method) == set(study.ALL_METHODS)
+    figures = {p.name for p in (tmp_path / "figures").glob("*.png")}
+    assert {"baselines_A.png", "baselines_B.png", "llm_baselines_llm.png"} <= figures
+    summary = (tmp_path / "summary.md").read_text()
+    assert "pair R(T)" in summary and "CoLSTIM" in summary
