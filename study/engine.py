@@ -610,11 +610,32 @@ def _loopback_only():
     when its node IP is the loopback address, which is what it does on macOS/Windows unless
     RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER is set; setting it to 0 does the same on Linux (the
     variable is read by every Ray process started from here)."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    _set_cluster_ip(False)
+
+
+_LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_LOOPBACK_SET: list = []  # the value this process had before _loopback_only(), once it ran
+
+
+def _set_cluster_ip(enabled: bool):
+    """``enabled=False``: node IP (and so every bind address) on loopback for Ray processes started
+    from here; ``True``: undo that (joining a cluster later in the same process needs the real IP)."""
+    if not enabled:
+        if not _LOOPBACK_SET:
+            _LOOPBACK_SET.append(os.environ.get(_LOOPBACK_VAR))
+        os.environ[_LOOPBACK_VAR] = "0"
+    elif _LOOPBACK_SET:
+        previous = _LOOPBACK_SET.pop()
+        if previous is None:
+            os.environ.pop(_LOOPBACK_VAR, None)
+        else:
+            os.environ[_LOOPBACK_VAR] = previous
+    else:
+        return
     try:
         from ray._private import ray_constants
-        ray_constants.ENABLE_RAY_CLUSTER = False  # if ray was imported before the variable was set
-    except Exception:  # noqa: BLE001
+        ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(_LOOPBACK_VAR, not ray_constants.IS_WINDOWS_OR_OSX)
+    except Exception:  # noqa: BLE001 -- the variable alone works if ray is imported afterwards
         pass
 
 
@@ -659,6 +680,7 @@ def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayCon
     else:
         mode = "client" if str(address).startswith("ray://") else "cluster"
     if mode != "embedded":
+        _set_cluster_ip(True)
         kwargs.pop("include_dashboard")
         if num_cpus is not None:
             log(f"note: --num-cpus is ignored when joining an existing cluster ({address})")
