@@ -406,7 +406,8 @@ def _raise_for(report: dict, out, study):
         more = f" (and {len(report['damaged']) - 1} more damaged files)" if len(report["damaged"]) > 1 else ""
         if path is None:
             raise DamagedPart(reason)
-        raise DamagedPart(f"{path}: damaged part: {reason} ({n} replications){more}; {recovery_hint(out, study)}")
+        reps = f"{n} replication{'' if n == 1 else 's'}"
+        raise DamagedPart(f"{path}: damaged part: {reason} ({reps}){more}; {recovery_hint(out, study)}")
     if report["duplicates"]:
         key, a, b = report["duplicates"][0]
         raise DuplicateKeys(f"replication {'/'.join(map(str, key))} is stored twice, in {a} and in {b} "
