@@ -410,11 +410,6 @@ def _default_replicate(setting, method, seed):
     return run_replication(setting, method, seed)
 
 
-# Trajectory columns the bandit core does not produce yet (stored as NaN until it does; every
-# other column is required).
-_PENDING_COLUMNS = ("pair_regret", "avg_pair_regret")
-
-
 def _trajectory_table(study, cell, setting, rep, seed, result) -> pa.Table:
     traj = result.trajectory
     n = len(traj["t"])
@@ -424,8 +419,6 @@ def _trajectory_table(study, cell, setting, rep, seed, result) -> pa.Table:
     for f in TRAJECTORY_SCHEMA:
         if f.name in const:
             arrays.append(pa.array([const[f.name]] * n, type=f.type) if n else pa.array([], type=f.type))
-        elif f.name in _PENDING_COLUMNS and f.name not in traj:
-            arrays.append(pa.array(np.full(n, np.nan), type=f.type))
         else:
             arrays.append(pa.array(np.asarray(traj[f.name]), type=f.type, safe=True)
                           if f.type != pa.bool_() else pa.array(np.asarray(traj[f.name]).astype(bool)))
