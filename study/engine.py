@@ -557,14 +557,12 @@ def _cell_identity(fingerprint: dict, cell: dict, record_intervals) -> str:
 def reusable(plan: Plan, out, todo_cells, record_intervals) -> dict:
     """Stored replications of other studies under ``out`` that are identical to cells of ``plan``:
     ``{(setting, method, M): (source study, committed state)}`` for the cells in ``todo_cells``."""
-    if plan.study not in STUDY_NAMES:
-        return {}
     mine = plan.fingerprint()
     wanted = {_cell_identity(mine, c, record_intervals): (c["setting"], c["method"], c["M"])
               for c in mine["cells"] if (c["setting"], c["method"], c["M"]) in todo_cells}
     found = {}
-    for other in STUDY_NAMES:
-        if other == plan.study or not wanted:
+    for other in STUDIES:  # any study of the same seed namespace (checked below) may hold them
+        if other == plan.study or not wanted or seed_namespace(other) != plan.namespace:
             continue
         try:
             manifest = read_manifest(out, other)

@@ -56,10 +56,8 @@ def test_baselines_job_end_to_end_reuses_the_regret_cells(ray_session, tmp_path)
     assert base["avg_pair_regret"].notna().all() and (base["avg_pair_regret"] >= 0).all()
     manifest = engine.read_manifest(out, "baselines")
     assert manifest["runs"][-1]["reused"]["replications"] == 2 * 5 * 2  # the paper's five methods, copied from regret
-    regret = engine.load(out, "regret")
-    for frame in (base, regret):
-        frame.drop(columns="study", inplace=True)
-    same = base[base.method.isin(study.METHODS)].reset_index(drop=True)
+    regret = engine.load(out, "regret").drop(columns="study")
+    same = base[base.method.isin(study.METHODS)].drop(columns="study").reset_index(drop=True)
     pd.testing.assert_frame_equal(same, regret.reset_index(drop=True))
     llm = engine.load(out, "llm_baselines")
     assert set(llm.method) == set(study.ALL_METHODS)
