@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 BAD_FLAGS = [
     ("regret", ["--settings", "C"], "invalid choice: 'C'"),
-    ("regret", ["--methods", "UCB"], "invalid choice: 'UCB'"),
+    ("regret", ["--methods", "UCB"], "unknown method 'UCB'"),
     ("coverage", ["--reps", "0"], "positive integer"),
     ("regret", ["--set", "T0=900"], "T0 must lie in"),
     ("regret", ["--set", "T=abc"], "T must be an integer"),
