@@ -268,11 +268,13 @@ def print_scale(args):
             new = scale_times(n, replication.Estimate, seeds)
             mean = float(np.mean([s for s, _ in new]))
             base.setdefault("new", mean)
-            line = f"{n:5d}{(n - 1) * 10:8d}{mean:10.2f} s ({mean / 0.3:5.1f} ms){mean / base['new']:8.1f}x"
+            setting = scale_setting(n)
+            steps = setting.T / 1e3  # seconds -> ms per step
+            line = f"{n:5d}{(n - 1) * setting.dim:8d}{mean:10.2f} s ({mean / steps:5.1f} ms){mean / base['new']:8.1f}x"
             if n <= args.legacy_max_n:
                 (old_s, old_r), = scale_times(n, LegacyEstimate, seeds[:1])
                 base.setdefault("legacy", old_s)
-                line += (f"{old_s:10.2f} s ({old_s / 0.3:5.0f} ms){old_s / base['legacy']:8.0f}x"
+                line += (f"{old_s:10.2f} s ({old_s / steps:5.0f} ms){old_s / base['legacy']:8.0f}x"
                          f"{old_s / new[0][0]:9.0f}x   {new[0][1]:.4f} / {old_r:.4f}")
             else:
                 line += f"{'(not run)':>20}{'':9}{'':10}   {new[0][1]:.4f}"
@@ -287,7 +289,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--breakdown", action="store_true",
                         help="time each replication by estimation regime instead (study settings, CIs included)")
-    parser.add_argument("--reps", type=int, default=3, help="replications per cell for --breakdown")
+    parser.add_argument("--reps", type=int, default=None,
+                        help="replications per cell for --breakdown (default 3) and per n for --scale (default 2)")
     parser.add_argument("--M", type=int, nargs="+", default=None, help="M values for --breakdown (default: the setting's)")
     parser.add_argument("--batching", action="store_true",
                         help="time one stage-2 chord iteration per replication, looped vs batched")
@@ -300,9 +303,9 @@ def main(argv=None):
                         help="--scale: time the replaced core only up to this n (it takes minutes at n = 100)")
     args = parser.parse_args(argv)
     if args.scale:
-        if "--reps" not in (argv if argv is not None else __import__("sys").argv[1:]):
-            args.reps = 2
+        args.reps = args.reps or 2
         return print_scale(args)
+    args.reps = args.reps or 3
     if args.row_space:
         with threadpool_limits(limits=1, user_api="blas"):
             for name in args.settings:

@@ -256,7 +256,7 @@ def make_plans(parser, args, studies, source=None, check=True):
     """Validate everything and build one Plan per study; errors exit with status 2 (also when
     ``check`` and ``--out`` holds results of another configuration).  ``source``: the replay
     source's options (``llm`` job)."""
-    from .engine import make_plan
+    from .engine import STUDIES, make_plan
 
     overrides = {}
     for key, value in args.overrides:
@@ -268,7 +268,6 @@ def make_plans(parser, args, studies, source=None, check=True):
         parser.error("--quick and --reps are mutually exclusive")
     plans = []
     for study in studies:
-        from .engine import STUDIES
         own_settings = STUDIES[study].source is not None  # a replay: its settings come from its data
         kwargs = {"settings": None if own_settings else getattr(args, "settings", None), "reps": reps,
                   "seed": args.seed, "overrides": overrides}

@@ -35,13 +35,14 @@ def sum_zero_basis(n_items: int) -> np.ndarray:
 
 
 DENSE_BELOW = 48  # small n: a product with the explicit Q is cheaper than the transform's calls
-_DENSE: dict = {}
+_BASES: dict = {}
 
 
-def _dense(n: int) -> np.ndarray:
-    q = _DENSE.get(n)
+def basis(n: int) -> np.ndarray:
+    """The explicit Helmert basis Q (n, n-1), built once per n (do not modify it)."""
+    q = _BASES.get(n)
     if q is None:
-        q = _DENSE[n] = sum_zero_basis(n)
+        q = _BASES[n] = sum_zero_basis(n)
     return q
 
 
@@ -49,7 +50,7 @@ def to_reduced(v: np.ndarray) -> np.ndarray:
     """Q' v along axis 0: (n, ...) -> (n-1, ...)."""
     n = v.shape[0]
     if n < DENSE_BELOW:
-        q = _dense(n)
+        q = basis(n)
         return (q.T @ v.reshape(n, -1)).reshape((n - 1,) + v.shape[1:])
     scale = _scale(n).reshape((n - 1,) + (1,) * (v.ndim - 1))
     k = np.arange(1, n, dtype=float).reshape(scale.shape)
@@ -60,7 +61,7 @@ def from_reduced(w: np.ndarray) -> np.ndarray:
     """Q w along axis 0: (n-1, ...) -> (n, ...); the result sums to zero along axis 0."""
     n = w.shape[0] + 1
     if n < DENSE_BELOW:
-        q = _dense(n)
+        q = basis(n)
         return (q @ w.reshape(n - 1, -1)).reshape((n,) + w.shape[1:])
     a = w * _scale(n).reshape((n - 1,) + (1,) * (w.ndim - 1))
     tail = np.cumsum(a[::-1], axis=0)[::-1]  # tail[j] = a[j] + ... + a[n-2]

@@ -460,7 +460,7 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     """
     start = time.perf_counter()
     cpu_start = time.process_time()
-    cells = tuple(cell) if isinstance(cell, tuple) else (cell,)
+    cells = _as_cells(cell)
     first = cells[0]
     if first.base is not None:  # a replay's setting: built from data, not cached by name
         setting = first.resolve()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from .contrasts import from_reduced, sum_zero_basis, to_reduced
+from .contrasts import basis, from_reduced, to_reduced
 
 
 ROW_SPACE_MAX_ROWS = 2048  # two (rows x rows) float arrays: 64 MB at this size
@@ -99,7 +99,8 @@ class ComparisonData:
         self._flat_a[k] = a * d + np.arange(d)
         self._flat_b[k] = b * d + np.arange(d)
         if self.design is not None:
-            self.design[k] = np.outer(sum_zero_basis_rows(self.n_items, b, a), x).ravel()
+            q = basis(self.n_items)
+            self.design[k] = np.outer(q[b] - q[a], x).ravel()
         if k < self.row_space_rows:
             products = self.X[: k + 1] @ self.X[k]
             overlap = ((self.b[: k + 1] == b).astype(float) - (self.a[: k + 1] == b)
@@ -150,11 +151,7 @@ class ComparisonData:
         """Gradient of ``nll`` as an (n, d) array; its item blocks sum to zero."""
         t = self.t
         u = self.margins(theta) if u is None else u
-        rx = ((self.m[:t] * expit(u) - self.wins[:t])[:, None] * self.X[:t]).ravel()
-        size = self.n_items * self.dim
-        grad = (np.bincount(self._flat_b[:t].ravel(), rx, size)
-                - np.bincount(self._flat_a[:t].ravel(), rx, size))
-        return grad.reshape(self.n_items, self.dim)
+        return self.design_transpose_times(self.m[:t] * expit(u) - self.wins[:t])
 
     def reduced_margins(self, beta: np.ndarray) -> np.ndarray:
         """u for theta = Q beta (beta flat, ((n-1) d,))."""
@@ -173,8 +170,8 @@ class ComparisonData:
         """The reduced design row of stored row k, (Q[b_k] - Q[a_k]) (x) x_k (Q: Helmert)."""
         if self.design is not None:
             return self.design[k]
-        q = sum_zero_basis_rows(self.n_items, self.b[k], self.a[k])
-        return np.outer(q, self.X[k]).ravel()
+        q = basis(self.n_items)
+        return np.outer(q[self.b[k]] - q[self.a[k]], self.X[k]).ravel()
 
     def edge_grams(self, theta: np.ndarray | None, u: np.ndarray | None = None) -> np.ndarray:
         """G_e = sum_{k on edge e} w_k x_k x_k', shape (E, d, d) (one bincount, O(t d^2))."""
@@ -253,17 +250,6 @@ class ComparisonData:
         index_a = (self._flat_a[:t, :, None] * c + columns).ravel()
         out = np.bincount(index_b, rx, size * c) - np.bincount(index_a, rx, size * c)
         return out.reshape(self.n_items, self.dim, c)
-
-
-_BASIS_CACHE: dict = {}
-
-
-def sum_zero_basis_rows(n: int, b: int, a: int) -> np.ndarray:
-    """Q[b] - Q[a] for the Helmert basis Q of R^n (cached per n)."""
-    q = _BASIS_CACHE.get(n)
-    if q is None:
-        q = _BASIS_CACHE[n] = sum_zero_basis(n)
-    return q[b] - q[a]
 
 
 def blocks_to_matrix(blocks: np.ndarray) -> np.ndarray:

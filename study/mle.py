@@ -44,7 +44,7 @@ from scipy.linalg import LinAlgError, lapack
 from scipy.special import expit
 
 from . import _validate as check
-from .contrasts import from_reduced, sum_zero_basis, to_reduced
+from .contrasts import from_reduced, to_reduced
 from .likelihood import ComparisonData
 from .systems import cholesky, factorize, reduced_hessian, reduced_weights
 
@@ -77,9 +77,6 @@ class _Objective:
         self.small = None if self.uniform else reduced_weights(quad)  # Q' diag(quad) Q
         self.lin_r = None if lin is None else to_reduced(lin).ravel()
 
-    def theta(self, beta):
-        return from_reduced(beta.reshape(self.k, self.d))
-
     def margins(self, beta):
         return self.data.reduced_margins(beta)
 
@@ -100,9 +97,6 @@ class _Objective:
         if self.lin_r is not None:
             grad = grad - self.lin_r
         return grad
-
-
-EXACT_LINE_SEARCH = True
 
 
 def _line_minimum(objective, beta, u, direction, slope, max_iterations=30) -> float:
@@ -167,7 +161,7 @@ def _newton(objective: _Objective, theta: np.ndarray, tol: float, max_steps: int
     hessians = 0
     precise = False  # True once steps are taken in the "model exact to working precision" regime
     before_chord = None  # the point a chord step started from, to return to if it fails
-    strictly_convex = EXACT_LINE_SEARCH and bool(np.all(objective.quad > 0.0))
+    strictly_convex = bool(np.all(objective.quad > 0.0))
 
     def done(ok):
         return from_reduced(beta.reshape(n - 1, d)), hessians, residual, ok, factor, u

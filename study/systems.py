@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import LinAlgError, lapack
 
-from .contrasts import from_reduced, sum_zero_basis, to_reduced
+from .contrasts import basis, from_reduced, to_reduced
 from .likelihood import ComparisonData
 
 SMALL_GRAPH_ENTRIES = 2_000_000  # k^2 E of the edge-Gram route to K
@@ -80,7 +80,7 @@ def reduced_hessian(data: ComparisonData, u: np.ndarray, quad=None) -> np.ndarra
     if k * k * n_edges <= SMALL_GRAPH_ENTRIES:
         cache = getattr(data, "_reduced_map", None)
         if cache is None or cache[0] != n_edges:
-            q = sum_zero_basis(n)
+            q = basis(n)
             qe = q[np.asarray(data.edge_hi, dtype=np.intp)] - q[np.asarray(data.edge_lo, dtype=np.intp)]
             data._reduced_map = cache = (n_edges, np.einsum("ea,eb->abe", qe, qe).reshape(k * k, n_edges))
         red = (cache[1] @ grams.reshape(n_edges, d * d)).reshape(k, k, d, d)
