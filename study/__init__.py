@@ -1,17 +1,27 @@
 """study: contextual online uncertainty-aware preference learning (Lu, Lee, Fang, Lu).
 
-Public API: SETTINGS, Setting, METHODS, fit_btl, debias, run_replication; the policy interface
-Policy, Step, Choice, register_policy (docs/baselines.md).
-"""
-from .inference import DebiasResult, debias
-from .policies import Choice, Policy, Step, policy_provenance, register_policy, resolve_methods
-from .mle import fit_btl
-from .replication import run_environment, run_replication
-from .result import ReplicationResult
-from .settings import ALL_METHODS, BASELINES, METHODS, SETTINGS, Setting, resolve_setting
+The package's layers, each a folder (``docs/api.md`` lists the public API):
 
-__version__ = "0.1.0"
+* :mod:`study.core` -- the statistical core: the contextual BTL likelihood, the constrained and
+  ridge MLEs, the debiased estimator and its CIs (numpy/scipy only);
+* :mod:`study.simulation` and :mod:`study.policies` -- settings, environments, the replication
+  loop, and the policies that choose pairs in it;
+* :mod:`study.llm` -- the paper's LLM-ranking application (replays of judgments);
+* :mod:`study.results` -- stored results (checksummed Parquet), figures, the summary table;
+* :mod:`study.runner` -- the Ray runner: plans, tasks, resume, the driver;
+* :mod:`study.cli` -- the command line (``jobs/*.py``).
+
+Imports run one way: core <- simulation/policies <- llm <- results <- runner <- cli.
+"""
+from ._version import __version__
+from .core import DebiasResult, debias, fit_btl
+from .policies import (ALL_METHODS, BASELINES, METHODS, Choice, Policy, Step, policy_provenance, register_policy,
+                       resolve_methods)
+from .results import load
+from .simulation.replication import run_environment, run_replication
+from .simulation.result import ReplicationResult
+from .simulation.settings import SETTINGS, Setting, resolve_setting
 
 __all__ = ["METHODS", "BASELINES", "ALL_METHODS", "Policy", "Step", "Choice", "register_policy", "resolve_methods",
            "policy_provenance", "SETTINGS", "Setting", "resolve_setting", "fit_btl", "debias", "DebiasResult",
-           "run_replication", "run_environment", "ReplicationResult", "__version__"]
+           "run_replication", "run_environment", "ReplicationResult", "load", "__version__"]

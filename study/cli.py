@@ -24,7 +24,15 @@ import time
 import uuid
 from pathlib import Path
 
-from .settings import ALL_METHODS, SETTINGS
+from .core import _validate as check
+from .policies import ALL_METHODS
+from .results.figures import draw_all, replay_figures
+from .results.storage import StorageError, parts, dataset_dirs, study_lock
+from .results.summary import write_summary
+from .runner import (BASELINE_STUDIES, DEFAULT_SEED, STUDIES, STUDY_NAMES, ConfigMismatch, RunOptions, check_stored,
+                     connect, make_plan, max_local_cpus, run_study)
+from .runner.panels import store_diagram_panels
+from .simulation.settings import SETTINGS
 
 DEFAULT_OUT = "outputs"
 INIT_TIMEOUT = 30.0  # seconds to join a cluster given with --address before giving up (exit 1)
@@ -61,24 +69,21 @@ def _set_pair(text: str):
     return key, _parse_value(value.strip())
 
 
-def _positive_int(text: str) -> int:
+def _integer(text: str, what: str, low: int, high: int | None = None) -> int:
+    """An argparse value checked by :func:`study.core._validate.integer`; ``what`` names the
+    allowed values in the message."""
     try:
-        value = int(text)
+        return check.integer(what, int(text), low=low, high=high)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    return _integer(text, "a positive integer", low=1)
 
 
 def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
-    if not 0 <= value < 2 ** 63:
-        raise argparse.ArgumentTypeError(f"seed must lie in [0, 2**63), got {value}")
-    return value
+    return _integer(text, "an integer seed in [0, 2**63)", low=0, high=2 ** 63 - 1)
 
 
 _LLM_DESCRIPTION = """\
@@ -108,8 +113,6 @@ file need not exist on other nodes.
 def build_parser(study: str) -> argparse.ArgumentParser:
     """The parser of one study (``regret``, ``coverage``, ``msweep``), ``paper`` or ``llm`` (the
     LLM-ranking job: studies ``llm``, ``arena`` and ``byo``)."""
-    from .engine import BASELINE_STUDIES, DEFAULT_SEED, STUDIES, STUDY_NAMES
-
     if study == "baselines":
         description = ("Beyond the paper: the paper's five methods against the contextual dueling-bandit "
                        "baselines TS, MaxInP, CoLSTIM and RB-UA, on Settings A and B (study 'baselines') and on "
@@ -223,7 +226,6 @@ def _check_out(parser, args):
             parser.error(f"--address must be 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {addr!r}")
     num_cpus = getattr(args, "num_cpus", None)
     if num_cpus is not None and args.address is None and not os.environ.get("RAY_ADDRESS"):
-        from .engine import max_local_cpus
         if num_cpus > max_local_cpus():
             parser.error(f"--num-cpus {num_cpus} exceeds this machine's {max_local_cpus()} CPUs; an embedded "
                          "Ray would start that many worker processes (join a cluster with --address instead)")
@@ -256,8 +258,6 @@ def make_plans(parser, args, studies, source=None, check=True):
     """Validate everything and build one Plan per study; errors exit with status 2 (also when
     ``check`` and ``--out`` holds results of another configuration).  ``source``: the replay
     source's options (``llm`` job)."""
-    from .engine import STUDIES, make_plan
-
     overrides = {}
     for key, value in args.overrides:
         if key in overrides:
@@ -287,8 +287,6 @@ def make_plans(parser, args, studies, source=None, check=True):
             parser.error(str(exc))
     _check_out(parser, args)
     if check and not args.fresh:
-        from .engine import ConfigMismatch, check_stored
-        from .storage import StorageError
         for plan in plans:
             try:
                 check_stored(plan, args.out)
@@ -298,15 +296,13 @@ def make_plans(parser, args, studies, source=None, check=True):
 
 
 def _run_plans(plans, args, replicate=None) -> int:
-    from .engine import ConfigMismatch, run_study
-    from .storage import StorageError
-
     status = 0
     for plan in plans:
         try:
-            report = run_study(plan, args.out, address=args.address, num_cpus=args.num_cpus,
-                               fresh=args.fresh, replicate=replicate, batch_size=args.batch_size,
-                               progress=not args.no_progress, init_timeout=INIT_TIMEOUT)
+            options = RunOptions(address=args.address, num_cpus=args.num_cpus, fresh=args.fresh,
+                                 replicate=replicate, batch_size=args.batch_size, progress=not args.no_progress,
+                                 init_timeout=INIT_TIMEOUT)
+            report = run_study(plan, args.out, options)
         except (ConfigMismatch, StorageError, ValueError) as exc:  # StorageError: damaged, locked
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -350,9 +346,6 @@ def _main_suite(name, argv, replicate) -> int:
     parser = build_parser(name)
     args = parser.parse_args(argv)
     plans = make_plans(parser, args, args.studies)
-    from .engine import connect
-    from .storage import StorageError, study_lock
-
     start = time.perf_counter()
     try:
         with study_lock(args.out, run_id=f"{name}-{uuid.uuid4().hex[:6]}"):  # one writer for the whole run
@@ -380,10 +373,6 @@ def _main_suite(name, argv, replicate) -> int:
 
 
 def _draw(out) -> int:
-    from .figures import draw_all
-    from .storage import StorageError
-    from .summary import write_summary
-
     try:
         written = draw_all(out)
         paths = write_summary(out)
@@ -430,8 +419,6 @@ def main_llm(argv=None) -> int:
         source = {"judgments": args.judgments, "dim": args.dim or 10, "ridge": args.ridge or 0.0}
     plan, = make_plans(parser, args, [study], source=source, check=not args.figures_only)
     if args.figures_only:  # draw what is stored; compute missing diagram snapshots only for the same configuration
-        from .engine import ConfigMismatch, check_stored
-        from .storage import StorageError
         try:
             check_stored(plan, args.out)
             same = True
@@ -454,11 +441,7 @@ def main_llm(argv=None) -> int:
 def _draw_replay(out, plan, compute=True) -> int:
     """The replay's figures (with ``compute``, computing the ranking-diagram snapshots first if they
     are not stored for this configuration) and the summary table of everything under ``out``."""
-    from .engine import _parts, dataset_dirs
-    from .figures import replay_figures, store_diagram_panels
-    from .summary import write_summary
-
-    if not _parts(dataset_dirs(out, plan.study)["trajectory"]):
+    if not parts(dataset_dirs(out, plan.study)["trajectory"]):
         print(f"[{plan.study}] no stored replications under {out}, so no figures (run the study first)",
               file=sys.stderr)
         return 1
@@ -474,7 +457,6 @@ def _draw_replay(out, plan, compute=True) -> int:
     except Exception as exc:  # noqa: BLE001 -- the other figures are still drawn
         print(f"error: the ranking-diagram replication failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         status = 1
-    from .storage import StorageError
     try:
         written = replay_figures(out, plan.study) + list(write_summary(out))
     except StorageError as exc:

@@ -8,7 +8,8 @@ import os
 import sys
 import time
 
-from study import cli, storage
+from study import cli
+from study.results import storage
 from test_engine_support import fake_replicate
 
 if __name__ == "__main__":

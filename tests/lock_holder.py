@@ -3,7 +3,7 @@ it holds it, or "refused: <message>" and exits 2.  Stands in for a second driver
 import sys
 import time
 
-from study import storage
+from study.results import storage
 
 if __name__ == "__main__":
     out, seconds = sys.argv[1], float(sys.argv[2])

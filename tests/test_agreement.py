@@ -16,10 +16,10 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import study
-from study import replication
-from study.environment import BTLEnvironment
-from study.estimator import Estimate
-from study.legacy.estimator import Estimate as LegacyEstimate
+from study.simulation import replication
+from study.simulation.environment import BTLEnvironment
+from study.simulation.estimator import Estimate
+from benchmarks.legacy.estimator import Estimate as LegacyEstimate
 
 
 def recording(cls, log):

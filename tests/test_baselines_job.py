@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 
 import study
-from study import cli, engine
+from study import cli
+from study import runner
+from study.results import storage
 
 TINY = ["--set", "T=30", "--set", "T0=10", "--no-progress"]
 
@@ -25,12 +27,12 @@ def test_bad_methods_fail_before_ray_naming_them(methods, message, tmp_path, cap
 
 
 def test_user_policies_enter_the_fingerprint():
-    plan = engine.make_plan("regret", settings=["A"], methods=["RB", "examples.my_policy:Boltzmann"], reps=1)
+    plan = runner.make_plan("regret", settings=["A"], methods=["RB", "examples.my_policy:Boltzmann"], reps=1)
     policies = plan.fingerprint()["policies"]
     assert list(policies) == ["examples.my_policy:Boltzmann"]
     record = policies["examples.my_policy:Boltzmann"]
     assert record["kind"] == "import" and len(record["source_sha256"]) == 64
-    assert "policies" not in engine.make_plan("regret", settings=["A"], methods=["RB", "TS"], reps=1).fingerprint()
+    assert "policies" not in runner.make_plan("regret", settings=["A"], methods=["RB", "TS"], reps=1).fingerprint()
 
 
 def test_registered_policy_runs_on_the_workers(ray_session, tmp_path):
@@ -41,7 +43,7 @@ def test_registered_policy_runs_on_the_workers(ray_session, tmp_path):
     finally:
         study.policies.unregister_policy("test-eta-copy")
     assert rc == 0
-    df = engine.load(tmp_path, "regret")
+    df = storage.load(tmp_path, "regret")
     copy, eta = (df[df.method == m].drop(columns="method").reset_index(drop=True) for m in ("test-eta-copy", "ETA"))
     pd.testing.assert_frame_equal(copy, eta)  # same policy, same seeds: the same table
 
@@ -51,15 +53,15 @@ def test_baselines_job_end_to_end_reuses_the_regret_cells(ray_session, tmp_path)
     assert cli.main("regret", ["--out", out, "--reps", "2", *TINY]) == 0
     rc = cli.main_baselines(["--out", out, "--reps", "2", *TINY])
     assert rc == 0
-    base = engine.load(out, "baselines")
+    base = storage.load(out, "baselines")
     assert set(base.method) == set(study.ALL_METHODS) and base.rep.nunique() == 2
     assert base["avg_pair_regret"].notna().all() and (base["avg_pair_regret"] >= 0).all()
-    manifest = engine.read_manifest(out, "baselines")
+    manifest = storage.read_manifest(out, "baselines")
     assert manifest["runs"][-1]["reused"]["replications"] == 2 * 5 * 2  # the paper's five methods, copied from regret
-    regret = engine.load(out, "regret").drop(columns="study")
+    regret = storage.load(out, "regret").drop(columns="study")
     same = base[base.method.isin(study.METHODS)].drop(columns="study").reset_index(drop=True)
     pd.testing.assert_frame_equal(same, regret.reset_index(drop=True))
-    llm = engine.load(out, "llm_baselines")
+    llm = storage.load(out, "llm_baselines")
     assert set(llm.method) == set(study.ALL_METHODS)
     figures = {p.name for p in (tmp_path / "figures").glob("*.png")}
     assert {"baselines_A.png", "baselines_B.png", "llm_baselines_llm.png"} <= figures

@@ -1,7 +1,7 @@
 """The benchmarks' helpers compute what they claim (their timings are not asserted)."""
 import numpy as np
 
-from study import bench
+from benchmarks import bench
 
 
 def test_breakdown_accounts_for_every_step_and_debias_call():

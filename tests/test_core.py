@@ -5,13 +5,13 @@ from scipy.optimize import minimize
 from scipy.special import expit
 
 import study
-from study.environment import BTLEnvironment
-from study.graph import is_connected
-from study import likelihood
-from study.contrasts import sum_zero_basis
-from study.likelihood import ComparisonData, blocks_to_matrix
-from study.mle import BALL_TOL, solve
-from study.inference import debias_data
+from study.simulation.environment import BTLEnvironment
+from study.simulation.graph import is_connected
+from study.core import likelihood
+from study.core.contrasts import sum_zero_basis
+from study.core.likelihood import ComparisonData
+from study.core.mle import BALL_TOL
+from study.core.inference import debias_data
 
 
 def simulate(n=5, d=3, rows=400, m=10, seed=0, scale=1.0):

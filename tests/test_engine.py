@@ -15,7 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study import cli, engine
+import study
+from study import cli
+from study.runner import progress
+from study.runner import rayconn
+from study import runner
+from study.simulation import seeds
+from study.results import storage
 from test_engine_support import FailingReplicate, fake_replicate
 
 TINY = ["--set", "T=30", "--set", "T0=10", "--no-progress"]
@@ -27,58 +33,58 @@ TESTS_DIR = str(Path(__file__).resolve().parent)
 # ---------------------------------------------------------------------------------------------
 
 def test_replication_seed_is_stable_and_keyed():
-    s = engine.replication_seed(20250101, "regret", "A", 0)
-    assert s == engine.replication_seed(20250101, "regret", "A", 0)
+    s = seeds.replication_seed(20250101, "regret", "A", 0)
+    assert s == seeds.replication_seed(20250101, "regret", "A", 0)
     assert isinstance(s, int) and 0 <= s < 2 ** 63
-    others = {engine.replication_seed(20250101, "regret", "A", 1),
-              engine.replication_seed(20250101, "regret", "B", 0),
-              engine.replication_seed(20250101, "coverage", "A", 0),
-              engine.replication_seed(20250102, "regret", "A", 0)}
+    others = {seeds.replication_seed(20250101, "regret", "A", 1),
+              seeds.replication_seed(20250101, "regret", "B", 0),
+              seeds.replication_seed(20250101, "coverage", "A", 0),
+              seeds.replication_seed(20250102, "regret", "A", 0)}
     assert s not in others and len(others) == 4
     # the paper's simulation studies share one namespace; each replay has its own
-    assert {engine.seed_namespace(s) for s in engine.STUDY_NAMES} == {"regret"}
-    assert engine.seed_namespace("byo") == "byo"
-    plan = engine.make_plan("msweep", reps=2)
-    assert plan.seed("A", 1) == engine.make_plan("regret", reps=2).seed("A", 1) == \
-        engine.replication_seed(20250101, "regret", "A", 1)
+    assert {runner.seed_namespace(s) for s in runner.STUDY_NAMES} == {"regret"}
+    assert runner.seed_namespace("byo") == "byo"
+    plan = runner.make_plan("msweep", reps=2)
+    assert plan.seed("A", 1) == runner.make_plan("regret", reps=2).seed("A", 1) == \
+        seeds.replication_seed(20250101, "regret", "A", 1)
     # the namespace is the regret study's own: its seeds are those of every earlier reference
     assert plan.seed("A", 7) == int(np.random.SeedSequence(20250101, spawn_key=(
-        engine.stable_int("regret"), engine.stable_int("A"), 7)).generate_state(1, np.uint64)[0]) & (2 ** 63 - 1)
+        seeds.stable_int("regret"), seeds.stable_int("A"), 7)).generate_state(1, np.uint64)[0]) & (2 ** 63 - 1)
     # sha256-based, so it is the same in every process and Python version
-    assert engine.stable_int("A") == int.from_bytes(__import__("hashlib").sha256(b"A").digest()[:4], "big")
+    assert seeds.stable_int("A") == int.from_bytes(__import__("hashlib").sha256(b"A").digest()[:4], "big")
 
 
 def test_plan_cells_and_msweep_keys():
-    plan = engine.make_plan("msweep", reps=3)
+    plan = runner.make_plan("msweep", reps=3)
     Ms = {(c.setting, c.M) for c in plan.cells}
     assert Ms == {("A", 1), ("A", 10), ("A", 20), ("A", 30), ("B", 20), ("B", 50), ("B", 80)}
     assert len(plan.cells) == 7 * 5 and plan.n_replications == 7 * 5 * 3
-    cov = engine.make_plan("coverage")
+    cov = runner.make_plan("coverage")
     assert [c.method for c in cov.cells] == ["RB", "RB"] and cov.reps == 500
     assert all(dict(c.overrides)["ci_every"] == 10 for c in cov.cells)
-    reg = engine.make_plan("regret", overrides={"T": 60, "T0": 20})
+    reg = runner.make_plan("regret", overrides={"T": 60, "T0": 20})
     assert all(c.resolve().T == 60 for c in reg.cells)
     # reps do not enter the fingerprint (more reps only add keys); overrides do
-    assert engine.make_plan("regret", reps=3).fingerprint() == engine.make_plan("regret", reps=9).fingerprint()
-    assert reg.fingerprint() != engine.make_plan("regret").fingerprint()
+    assert runner.make_plan("regret", reps=3).fingerprint() == runner.make_plan("regret", reps=9).fingerprint()
+    assert reg.fingerprint() != runner.make_plan("regret").fingerprint()
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"settings": ["C"]}, "unknown setting"),
     ({"methods": ["UCB"]}, "unknown method"),
-    ({"reps": 0}, "reps must be a positive integer"),
+    ({"reps": 0}, "reps must be an integer >= 1"),
     ({"overrides": {"T0": 900}}, "T0 must lie in"),
     ({"overrides": {"bogus": 1}}, "unknown setting field"),
     ({"seed": -1}, "seed must be"),
 ])
 def test_plan_rejects_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        engine.make_plan("regret", **kwargs)
+        runner.make_plan("regret", **kwargs)
 
 
 def test_msweep_rejects_M_override():
     with pytest.raises(ValueError, match="m-values"):
-        engine.make_plan("msweep", overrides={"M": 5})
+        runner.make_plan("msweep", overrides={"M": 5})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,55 +94,55 @@ def test_msweep_rejects_M_override():
 def test_end_to_end_tiny_study(ray_session, tmp_path):
     rc = cli.main("regret", ["--out", str(tmp_path), "--reps", "3", *TINY], replicate=fake_replicate)
     assert rc == 0
-    df = engine.load(tmp_path, "regret")
+    df = storage.load(tmp_path, "regret")
     assert len(df) == 2 * 5 * 3 * 30
-    assert list(df.columns) == engine.TRAJECTORY_SCHEMA.names
+    assert list(df.columns) == storage.TRAJECTORY_SCHEMA.names
     assert df["M"].dtype == np.int32 and df["seed"].dtype == np.int64 and df["explored"].dtype == bool
     assert not isinstance(df["setting"].dtype, pd.CategoricalDtype)
     # the whole table loads with plain pandas, too
     raw = pd.read_parquet(tmp_path / "regret")
-    assert len(raw) == len(df) and set(raw["method"]) == set(engine.METHODS)
+    assert len(raw) == len(df) and set(raw["method"]) == set(study.METHODS)
     # common random numbers: every method of replication r has the same seed
-    seeds = df.groupby(["setting", "rep"])["seed"].nunique()
-    assert (seeds == 1).all()
-    assert df.loc[df.rep == 1, "seed"].iloc[0] == engine.replication_seed(engine.DEFAULT_SEED, "regret",
+    n_seeds = df.groupby(["setting", "rep"])["seed"].nunique()
+    assert (n_seeds == 1).all()
+    assert df.loc[df.rep == 1, "seed"].iloc[0] == seeds.replication_seed(runner.DEFAULT_SEED, "regret",
                                                                           df.loc[df.rep == 1, "setting"].iloc[0], 1)
-    manifest = engine.read_manifest(tmp_path, "regret")
-    assert manifest["status"] == "complete" and manifest["root_seed"] == engine.DEFAULT_SEED
+    manifest = storage.read_manifest(tmp_path, "regret")
+    assert manifest["status"] == "complete" and manifest["root_seed"] == runner.DEFAULT_SEED
     assert manifest["overrides"] == {"T": 30, "T0": 10}
     assert manifest["runs"][-1]["computed"] == 30 and manifest["runs"][-1]["ray_resources"]["CPU"] >= 1
     # a rerun computes nothing
     rc = cli.main("regret", ["--out", str(tmp_path), "--reps", "3", *TINY], replicate=fake_replicate)
-    assert rc == 0 and engine.read_manifest(tmp_path, "regret")["runs"][-1]["computed"] == 0
+    assert rc == 0 and storage.read_manifest(tmp_path, "regret")["runs"][-1]["computed"] == 0
     assert not list((tmp_path / "regret").glob("_tmp-*"))
 
 
 def test_manifest_records_how_the_running_ray_was_started(ray_session, tmp_path, monkeypatch):
     # Ray started by someone else (here: the test session) is "existing"; Ray that connect()
     # started itself keeps its mode for every later study on it (jobs/paper.py runs several)
-    assert engine.connect(log=lambda m: None).mode == "existing"
-    monkeypatch.setitem(engine._CONNECTED, engine._job_id(ray_session), "embedded")
+    assert runner.connect(log=lambda m: None).mode == "existing"
+    monkeypatch.setitem(rayconn._CONNECTED, rayconn._job_id(ray_session), "embedded")
     rc = cli.main("regret", ["--out", str(tmp_path), "--reps", "1", "--settings", "A", "--methods", "RB", *TINY],
                   replicate=fake_replicate)
-    assert rc == 0 and engine.read_manifest(tmp_path, "regret")["runs"][-1]["ray_mode"] == "embedded"
+    assert rc == 0 and storage.read_manifest(tmp_path, "regret")["runs"][-1]["ray_mode"] == "embedded"
 
 
 def test_resume_after_interruption_gives_identical_table(ray_session, tmp_path):
-    plan = engine.make_plan("coverage", reps=6, overrides={"T": 30, "T0": 10, "ci_every": 5})
-    full = engine.run_study(plan, tmp_path / "full", replicate=fake_replicate, batch_size=4,
+    plan = runner.make_plan("coverage", reps=6, overrides={"T": 30, "T0": 10, "ci_every": 5})
+    full = runner.run_study(plan, tmp_path / "full", replicate=fake_replicate, batch_size=4,
                             progress=False)
     assert full.ok and full.computed == 12
     # interrupted after two one-replication batches, then resumed with another batch size
-    part = engine.run_study(plan, tmp_path / "resumed", replicate=fake_replicate, batch_size=1,
+    part = runner.run_study(plan, tmp_path / "resumed", replicate=fake_replicate, batch_size=1,
                             flush_seconds=0, stop_after_batches=2, progress=False,
                             max_in_flight=2)
     assert part.interrupted and 2 <= part.computed < 12
-    assert engine.read_manifest(tmp_path / "resumed", "coverage")["status"] == "interrupted"
-    rest = engine.run_study(plan, tmp_path / "resumed", replicate=fake_replicate, batch_size=3,
+    assert storage.read_manifest(tmp_path / "resumed", "coverage")["status"] == "interrupted"
+    rest = runner.run_study(plan, tmp_path / "resumed", replicate=fake_replicate, batch_size=3,
                             progress=False)
     assert rest.ok and rest.stored_before == part.computed and rest.computed == 12 - part.computed
     for what in ("trajectory", "intervals"):
-        a, b = engine.load(tmp_path / "full", "coverage", what), engine.load(tmp_path / "resumed", "coverage", what)
+        a, b = storage.load(tmp_path / "full", "coverage", what), storage.load(tmp_path / "resumed", "coverage", what)
         assert len(a) > 0
         pd.testing.assert_frame_equal(a, b)
 
@@ -151,32 +157,32 @@ def test_different_configuration_is_refused(ray_session, tmp_path):
         cli.main("regret", args + ["--seed", "7"], replicate=fake_replicate)
     # --fresh discards and recomputes
     assert cli.main("regret", args + ["--seed", "7", "--fresh"], replicate=fake_replicate) == 0
-    assert engine.read_manifest(tmp_path, "regret")["root_seed"] == 7
+    assert storage.read_manifest(tmp_path, "regret")["root_seed"] == 7
     # more replications of the same configuration extend the table
     assert cli.main("regret", args[:2] + ["--reps", "4"] + args[4:] + ["--seed", "7"],
                     replicate=fake_replicate) == 0
-    assert engine.load(tmp_path, "regret")["rep"].nunique() == 4
+    assert storage.load(tmp_path, "regret")["rep"].nunique() == 4
 
 
 def test_failing_replication_is_recorded_and_retried(ray_session, tmp_path, capsys):
-    bad_seed = engine.replication_seed(engine.DEFAULT_SEED, "regret", "A", 1)
+    bad_seed = seeds.replication_seed(runner.DEFAULT_SEED, "regret", "A", 1)
     args = ["--out", str(tmp_path), "--reps", "3", "--methods", "RB", "ETA", *TINY]
     rc = cli.main("regret", args, replicate=FailingReplicate([bad_seed]))
     assert rc == 1
     assert "2 failed" in capsys.readouterr().err
-    fails = engine.load(tmp_path, "regret", "failures")
+    fails = storage.load(tmp_path, "regret", "failures")
     assert len(fails) == 2  # both methods of replication 1 of setting A share the seed
     assert set(fails["rep"]) == {1} and set(fails["setting"]) == {"A"}
     assert (fails["seed"] == bad_seed).all() and fails["error"].str.contains("injected failure").all()
     assert fails["traceback"].str.contains("RuntimeError").all()
-    df = engine.load(tmp_path, "regret")
+    df = storage.load(tmp_path, "regret")
     assert df.groupby(["setting", "method", "rep"]).ngroups == 2 * 2 * 3 - 2  # the rest finished
-    assert engine.read_manifest(tmp_path, "regret")["status"] == "incomplete"
+    assert storage.read_manifest(tmp_path, "regret")["status"] == "incomplete"
     # the next run retries only the failed ones
     assert cli.main("regret", args, replicate=fake_replicate) == 0
-    assert engine.read_manifest(tmp_path, "regret")["runs"][-1]["computed"] == 2
-    assert engine.load(tmp_path, "regret", "failures").empty
-    assert engine.load(tmp_path, "regret").groupby(["setting", "method", "rep"]).ngroups == 12
+    assert storage.read_manifest(tmp_path, "regret")["runs"][-1]["computed"] == 2
+    assert storage.load(tmp_path, "regret", "failures").empty
+    assert storage.load(tmp_path, "regret").groupby(["setting", "method", "rep"]).ngroups == 12
 
 
 def test_figures_and_summary_from_tiny_run(ray_session, tmp_path):
@@ -184,7 +190,7 @@ def test_figures_and_summary_from_tiny_run(ray_session, tmp_path):
     rc = cli.main_paper(common + ["--set", "ci_every=5", "--m-values", "1", "10", "20"], replicate=fake_replicate)
     assert rc == 0
     # the M-sweep's A/M=20 cells are the regret study's A cells: copied, not recomputed
-    sweep = engine.read_manifest(tmp_path, "msweep")["runs"][-1]
+    sweep = storage.read_manifest(tmp_path, "msweep")["runs"][-1]
     assert sweep["reused"] == {"replications": 5 * 3, "from": {"regret": 15}}
     assert sweep["computed"] == 2 * 3 * 5 * 3 - 15
     figs = tmp_path / "figures"
@@ -215,7 +221,7 @@ def test_real_core_tiny_and_seed_reproduces(ray_session, tmp_path):
     rc = cli.main("coverage", ["--out", str(tmp_path), "--reps", "2", "--settings", "A",
                                "--set", "T=24", "--set", "T0=8", "--set", "ci_every=8", "--no-progress"])
     assert rc == 0
-    df = engine.load(tmp_path, "coverage")
+    df = storage.load(tmp_path, "coverage")
     assert len(df) == 2 * 24
     row = df[df.rep == 1].iloc[0]
     again = study.run_replication("A", row.method, int(row.seed), M=int(row.M), T=24, T0=8, ci_every=8)
@@ -232,7 +238,12 @@ CLUSTER_SCRIPT = textwrap.dedent("""
     import json, os, sys
     from ray.cluster_utils import Cluster
     import ray
-    from study import engine
+    from study.results import figures
+    from study.runner import progress
+    from study.runner import rayconn
+    from study import runner
+    from study.simulation import seeds
+    from study.results import storage
     from test_engine_support import FailingReplicate
 
     out, tests = sys.argv[1], sys.argv[2]
@@ -242,11 +253,11 @@ CLUSTER_SCRIPT = textwrap.dedent("""
     try:
         ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": tests}},
                  log_to_driver=False)
-        plan = engine.make_plan("regret", reps=4, settings=["A"], methods=["RB", "ERA"],
+        plan = runner.make_plan("regret", reps=4, settings=["A"], methods=["RB", "ERA"],
                                 overrides={"T": 30, "T0": 10})
-        report = engine.run_study(plan, out, replicate=FailingReplicate([], sleep=0.3), batch_size=1,
+        report = runner.run_study(plan, out, replicate=FailingReplicate([], sleep=0.3), batch_size=1,
                                   progress=False)
-        manifest = engine.read_manifest(out, "regret")
+        manifest = storage.read_manifest(out, "regret")
         print(json.dumps({"ok": report.ok, "computed": report.computed,
                           "nodes_used": manifest["runs"][-1]["nodes_used"],
                           "nodes": manifest["runs"][-1]["ray_resources"].get("nodes")}))
@@ -271,11 +282,11 @@ def test_two_node_cluster(ray_session, tmp_path):
     assert info["ok"] and info["computed"] == 8 and info["nodes"] == 2
     assert len(info["nodes_used"]) == 2
     # the same plan on the single-node session Ray gives the same table
-    plan = engine.make_plan("regret", reps=4, settings=["A"], methods=["RB", "ERA"],
+    plan = runner.make_plan("regret", reps=4, settings=["A"], methods=["RB", "ERA"],
                             overrides={"T": 30, "T0": 10})
-    engine.run_study(plan, tmp_path / "one", replicate=fake_replicate, progress=False)
-    pd.testing.assert_frame_equal(engine.load(tmp_path / "two", "regret"),
-                                  engine.load(tmp_path / "one", "regret"))
+    runner.run_study(plan, tmp_path / "one", replicate=fake_replicate, progress=False)
+    pd.testing.assert_frame_equal(storage.load(tmp_path / "two", "regret"),
+                                  storage.load(tmp_path / "one", "regret"))
 
 
 def test_interrupt_handler_records_signals_and_restores_handlers():
@@ -286,7 +297,7 @@ def test_interrupt_handler_records_signals_and_restores_handlers():
 
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     messages = []
-    with engine._Interrupts("regret", messages.append) as interrupts:
+    with progress.Interrupts("regret", messages.append) as interrupts:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
@@ -294,5 +305,5 @@ def test_interrupt_handler_records_signals_and_restores_handlers():
     assert interrupts.signals == ["SIGTERM", "SIGINT"] and interrupts.requested
     assert "SIGTERM: stopping" in messages[0] and "SIGINT again" in messages[1]
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
-    report = engine.StudyReport("regret", "/o", 10, 0, 3, 0, 1.0, True, [], signal="SIGTERM")
+    report = runner.StudyReport("regret", "/o", 10, 0, 3, 0, 1.0, True, [], signal="SIGTERM")
     assert report.exit_status == 143 and "interrupted by SIGTERM: 3 replications" in report.summary()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from study import cli, engine, storage
+from study import cli
+from study.results import storage
 from test_engine_support import fake_replicate
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -57,7 +58,7 @@ def test_second_driver_on_the_same_out_is_refused(ray_session, driver, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert f"pid {proc.pid}" in err and "engine_driver.py" in err and "one writer per study directory" in err
-    assert len(engine.read_manifest(out, "regret")["runs"]) == 1  # nothing of the refused run recorded
+    assert len(storage.read_manifest(out, "regret")["runs"]) == 1  # nothing of the refused run recorded
 
 
 def _descendants(pid: int) -> set:
@@ -118,13 +119,13 @@ def test_double_sigint_stores_finished_work_and_says_so(driver):
     match = re.search(r"interrupted by SIGINT: (\d+) replications computed and stored by this run, 0 failed; "
                       r"(\d+) of 300 are now stored", err)
     assert match, err[-3000:]
-    stored = len(engine.stored_keys(out, "regret"))
+    stored = len(storage.stored_keys(out, "regret"))
     assert int(match.group(1)) == int(match.group(2)) == stored > 0
-    manifest = engine.read_manifest(out, "regret")
+    manifest = storage.read_manifest(out, "regret")
     assert manifest["status"] == "interrupted"
     assert manifest["runs"][-1]["status"] == "interrupted" and manifest["runs"][-1]["computed"] == stored
     assert manifest["runs"][-1]["signals"][:2] == ["SIGINT", "SIGINT"], err[-3000:]
     assert "SIGINT again: still writing" in err
     assert not list(out.rglob("_tmp-*"))
     assert storage.verify(out, "regret")["uncommitted"] == []
-    assert len(engine.load(out, "regret")) == stored * 30
+    assert len(storage.load(out, "regret")) == stored * 30

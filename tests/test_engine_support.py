@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-from study.engine import stable_int
-from study.result import INTERVAL_COLUMNS, ReplicationResult
+from study.simulation.seeds import stable_int
+from study.simulation.result import INTERVAL_COLUMNS, ReplicationResult
 
 
 def fake_replicate(setting, method, seed, sleep=0.0):

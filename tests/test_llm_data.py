@@ -4,7 +4,7 @@ import pytest
 
 from study.llm import (FIVE_MODELS, ArenaReplay, JudgmentReplay, LLMReplay, load_arena, load_contexts,
                        load_judgment_pool, load_meta, load_questions)
-from study.graph import is_connected
+from study.simulation.graph import is_connected
 
 
 def test_questions_are_the_first_100_anatomy_rows():

@@ -13,7 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study import cli, engine, figures
+import study
+from study import cli
+from study.results import figures
+from study import runner
+from study.results import storage
 from study.llm import runs
 from test_llm_byo import ROWS, frame  # the same tiny judgments file as the BYO loader tests
 
@@ -34,21 +38,21 @@ def figure_files(out, stems):
 # ---------------------------------------------------------------------------------------------
 
 def test_llm_plan_has_the_paper_configuration():
-    plan = engine.make_plan("llm")
-    assert plan.reps == 50 and [c.method for c in plan.cells] == list(engine.METHODS)
+    plan = runner.make_plan("llm")
+    assert plan.reps == 50 and [c.method for c in plan.cells] == list(study.METHODS)
     setting = plan.cells[0].resolve()
     assert (setting.T, setting.T0, setting.M, setting.init_var, setting.n_items, setting.dim) == (5000, 3000, 1, 5.0, 5, 10)
     fingerprint = plan.fingerprint()
     assert fingerprint["replay"]["replay"] == "llm" and len(fingerprint["replay"]["data_sha256"]) == 64
     assert isinstance(plan.replicate, runs.Replay) and plan.replicate.name == "llm"
     # the paper's simulation studies are unchanged: no replay provenance, not in jobs/paper.py
-    assert "replay" not in engine.make_plan("regret").fingerprint()
+    assert "replay" not in runner.make_plan("regret").fingerprint()
     paper_help = cli.build_parser("paper").format_help()
     assert "llm" not in paper_help.split("--studies")[1].split("\n")[0]
     with pytest.raises(ValueError, match="fixed by the 'llm' replay"):
-        engine.make_plan("llm", overrides={"init_var": 1.0})
+        runner.make_plan("llm", overrides={"init_var": 1.0})
     with pytest.raises(ValueError, match="needs a judgments file"):
-        engine.make_plan("byo")
+        runner.make_plan("byo")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,12 +63,12 @@ def test_llm_job_end_to_end(ray_session, tmp_path, monkeypatch):
     out = tmp_path / "out"
     args = ["--out", str(out), "--reps", "2", *TINY]
     assert cli.main_llm(args) == 0
-    df = engine.load(out, "llm")
+    df = storage.load(out, "llm")
     assert len(df) == 5 * 2 * 60
-    assert set(df.study) == {"llm"} and set(df.setting) == {"llm"} and set(df.method) == set(engine.METHODS)
+    assert set(df.study) == {"llm"} and set(df.setting) == {"llm"} and set(df.method) == set(study.METHODS)
     assert (df["T0"] == 20).all() and (df["M"] == 1).all()
     assert (df.groupby("rep")["seed"].nunique() == 1).all()  # common random numbers across methods
-    manifest = engine.read_manifest(out, "llm")
+    manifest = storage.read_manifest(out, "llm")
     assert manifest["status"] == "complete" and manifest["overrides"] == {"T": 60, "T0": 20}
     assert manifest["fingerprint"]["replay"]["replay"] == "llm"
     # a stored row is reproduced by the replay hook with its seed
@@ -83,7 +87,7 @@ def test_llm_job_end_to_end(ray_session, tmp_path, monkeypatch):
     assert "GENERATED judgments" in (out / "summary.md").read_text()
     # a rerun resumes (nothing to compute); --figures-only redraws from the stored results
     assert cli.main_llm(args + ["--no-figures"]) == 0
-    assert engine.read_manifest(out, "llm")["runs"][-1]["computed"] == 0
+    assert storage.read_manifest(out, "llm")["runs"][-1]["computed"] == 0
     for paths in files.values():
         for p in paths:
             p.unlink()
@@ -102,23 +106,23 @@ def test_byo_job_end_to_end(ray_session, tmp_path, monkeypatch):
     args = ["--judgments", str(path), "--out", str(out), "--methods", "RB", "ETA", "--set", "T=40",
             "--set", "T0=15", "--no-progress"]
     assert cli.main_llm(args + ["--reps", "2"]) == 0
-    df = engine.load(out, "byo")
+    df = storage.load(out, "byo")
     assert len(df) == 2 * 2 * 40 and set(df.study) == {"byo"}
     assert df["major"].between(0, 2).all() and df["other"].between(0, 2).all()
-    replay = engine.read_manifest(out, "byo")["fingerprint"]["replay"]
+    replay = storage.read_manifest(out, "byo")["fingerprint"]["replay"]
     assert replay["n_models"] == 3 and replay["n_judgments"] == len(ROWS)
     for paths in figure_files(out, ["byo_regret", "byo_diagrams", "byo_diagrams_ci"]).values():
         assert all(p.stat().st_size > 1000 for p in paths)
 
     # the workers never read the file: the parsed judgments travel with the tasks
-    plan = engine.make_plan("byo", reps=3, methods=["RB", "ETA"], overrides={"T": 40, "T0": 15},
+    plan = runner.make_plan("byo", reps=3, methods=["RB", "ETA"], overrides={"T": 40, "T0": 15},
                             source={"judgments": str(path)})
     path.rename(tmp_path / "moved.csv")
     monkeypatch.delenv(runs.BYO_ENV_VAR, raising=False)
     monkeypatch.setattr(runs, "_BYO", {})
-    report = engine.run_study(plan, out, progress=False)
+    report = runner.run_study(plan, out, progress=False)
     assert report.ok and report.computed == 2 and report.stored_before == 4
-    assert engine.load(out, "byo")["rep"].nunique() == 3
+    assert storage.load(out, "byo")["rep"].nunique() == 3
 
     # other judgments in the same --out are refused (exit 2) unless --fresh
     changed = [r if k != 3 else (r[0], r[1], r[2], "a") for k, r in enumerate(ROWS)]

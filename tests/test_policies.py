@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import study
-from study.environment import BTLEnvironment
-from study.graph import ComparisonGraph, is_connected
+from study.simulation.environment import BTLEnvironment
+from study.simulation.graph import ComparisonGraph, is_connected
 from study.policies import (CoLSTIM, DoubleThompson, EpsilonGreedy, MaxInP, Step, UncertaintyAwareRB,
                             policy_generator, resolve_methods)
 
@@ -245,7 +245,7 @@ def test_registered_and_import_path_policies_run(monkeypatch):
     study.register_policy("counting-greedy", factory)
     try:
         r = study.run_replication("A", "counting-greedy", 4, T=30, T0=10, ci_every=0)
-        assert study.settings.check_method("counting-greedy") == "counting-greedy"
+        assert study.policies.check_method("counting-greedy") == "counting-greedy"
     finally:
         study.policies.unregister_policy("counting-greedy")
     assert len(made) == 1 and [u[0] for u in made[0].updates] == list(range(1, 31))
@@ -285,7 +285,7 @@ def test_loop_rejects_bad_choices(answer, message):
 
 def test_bad_method_names_are_refused_up_front():
     with pytest.raises(ValueError, match="unknown method 'UCB'"):
-        study.settings.check_method("UCB")
+        study.policies.check_method("UCB")
     with pytest.raises(ValueError, match="cannot import module 'no_such_module_xyz'"):
         resolve_methods(["RB", "no_such_module_xyz:Policy"])
     with pytest.raises(ValueError, match="has no attribute 'Nope'"):

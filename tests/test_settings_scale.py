@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import study
-from study.environment import BTLEnvironment
-from study.limits import replication_cost
+from study.simulation.environment import BTLEnvironment
+from study.core.limits import replication_cost
 
 
 def test_normal_truth_is_drawn_per_replication_from_its_seed():

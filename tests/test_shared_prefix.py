@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import study
-from study.environment import BTLEnvironment
+from study.simulation.environment import BTLEnvironment
 from study.policies import make_policy
-from study.replication import run_environment, run_environment_methods, shared_prefix
+from study.simulation.replication import run_environment, run_environment_methods, shared_prefix
 
 
 def test_only_rb_and_era_are_known_to_share_a_prefix():
@@ -39,29 +39,32 @@ def test_shared_runs_equal_separate_runs(name, methods):
 
 
 def test_engine_batches_group_rb_and_era_and_split_what_is_partly_stored():
-    from study import engine
+    from study.runner import batching
+    from study import runner
+    from study.runner import worker
 
-    plan = engine.make_plan("regret", settings=["A"], methods=["RB", "ETA", "ERA"], reps=5,
+    plan = runner.make_plan("regret", settings=["A"], methods=["RB", "ETA", "ERA"], reps=5,
                             overrides={"T": 30, "T0": 10})
     rb, eta, era = plan.cells
-    assert engine._cell_groups(plan, shared=True) == [(rb, era), (eta,)]
-    assert engine._cell_groups(plan, shared=False) == [(rb,), (eta,), (era,)]
+    assert batching.cell_groups(plan, shared=True) == [(rb, era), (eta,)]
+    assert batching.cell_groups(plan, shared=False) == [(rb,), (eta,), (era,)]
     done = {("A", "RB", rb.M, 1), ("A", "ERA", era.M, 3)}
-    batches = list(engine._batches(plan, done, lambda: 100, shared=True))
+    batches = list(batching.batches(plan, done, lambda: 100, shared=True))
     grouped = [(cells, [r for r, _ in items]) for cells, items in batches]
     assert grouped[0] == ((rb, era), [0, 2, 4])
     assert (rb, [3]) in grouped and (era, [1]) in grouped and (eta, [0, 1, 2, 3, 4]) in grouped
-    keys = {(c.method, r) for cells, reps in grouped for c in engine._as_cells(cells) for r in reps}
+    keys = {(c.method, r) for cells, reps in grouped for c in worker.as_cells(cells) for r in reps}
     assert len(keys) == 3 * 5 - len(done)
 
 
 def test_engine_shared_batches_store_the_same_table(ray_session, tmp_path):
-    from study import engine
+    from study import runner
+    from study.results import storage
 
-    plan = engine.make_plan("regret", settings=["A"], methods=["RB", "ERA"], reps=3,
+    plan = runner.make_plan("regret", settings=["A"], methods=["RB", "ERA"], reps=3,
                             overrides={"T": 40, "T0": 15})
-    shared = engine.run_study(plan, tmp_path / "shared", progress=False)
-    alone = engine.run_study(plan, tmp_path / "alone", progress=False, replicate=engine._default_replicate)
+    shared = runner.run_study(plan, tmp_path / "shared", progress=False)
+    alone = runner.run_study(plan, tmp_path / "alone", progress=False, replicate=study.run_replication)
     assert shared.ok and alone.ok and shared.computed == alone.computed == 6
     import pandas.testing as pdt
-    pdt.assert_frame_equal(engine.load(tmp_path / "shared", "regret"), engine.load(tmp_path / "alone", "regret"))
+    pdt.assert_frame_equal(storage.load(tmp_path / "shared", "regret"), storage.load(tmp_path / "alone", "regret"))

@@ -16,7 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from study import cli, engine, storage
+from study import cli
+from study.results import storage
+from study.runner import batching
+from study.results import __main__ as results_main
+from study import runner
 from test_engine_support import fake_replicate
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -31,8 +35,8 @@ def run_regret(out, *extra, batch="1"):
 
 def run_per_batch(out):
     """The same study as run_regret, one commit per batch (flushed at once)."""
-    plan = engine.make_plan("regret", reps=3, settings=["A"], methods=["RB", "ETA"], overrides={"T": 30, "T0": 10})
-    report = engine.run_study(plan, out, replicate=fake_replicate, batch_size=1, flush_seconds=0, progress=False)
+    plan = runner.make_plan("regret", reps=3, settings=["A"], methods=["RB", "ETA"], overrides={"T": 30, "T0": 10})
+    report = runner.run_study(plan, out, replicate=fake_replicate, batch_size=1, flush_seconds=0, progress=False)
     assert report.ok
 
 
@@ -65,7 +69,7 @@ def test_flipped_bytes_are_detected_named_and_recomputed(ray_session, tmp_path, 
     capsys.readouterr()
     # load (and so the figures and the summary) refuses, naming the file and the recovery
     with pytest.raises(storage.DamagedPart, match=victim.name) as exc:
-        engine.load(out, "regret")
+        storage.load(out, "regret")
     assert "drop-damaged" in str(exc.value)
     # resume refuses too: exit 2, one line naming the file
     assert run_regret(out) == 2
@@ -76,15 +80,15 @@ def test_flipped_bytes_are_detected_named_and_recomputed(ray_session, tmp_path, 
     # the documented recovery: verify names it (exit 1), drop-damaged moves the batch away, and
     # rerunning the command recomputes exactly its replications
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    res = subprocess.run([sys.executable, "-m", "study.storage", "verify", str(out)], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "study.results", "verify", str(out)], capture_output=True,
                          text=True, env=env, timeout=120)
     assert res.returncode == 1 and victim.name in res.stdout and "drop-damaged" in res.stdout
-    assert storage.main(["drop-damaged", str(out), "regret"]) == 0
+    assert results_main.main(["drop-damaged", str(out), "regret"]) == 0
     assert (out / "regret" / "_damaged" / f"trajectory-{victim.name}").exists()
-    assert storage.main(["verify", str(out), "regret"]) == 0
+    assert results_main.main(["verify", str(out), "regret"]) == 0
     assert run_regret(out) == 0
-    assert engine.read_manifest(out, "regret")["runs"][-1]["computed"] == lost
-    pd.testing.assert_frame_equal(engine.load(out, "regret"), engine.load(tmp_path / "clean", "regret"))
+    assert storage.read_manifest(out, "regret")["runs"][-1]["computed"] == lost
+    pd.testing.assert_frame_equal(storage.load(out, "regret"), storage.load(tmp_path / "clean", "regret"))
 
 
 def test_truncated_part_and_unreadable_record_are_named(ray_session, tmp_path, capsys):
@@ -93,11 +97,11 @@ def test_truncated_part_and_unreadable_record_are_named(ray_session, tmp_path, c
     part = tmp_path / "regret" / record["files"]["trajectory"]["file"]
     part.write_bytes(part.read_bytes()[:100])
     with pytest.raises(storage.DamagedPart, match=f"{part.name}.*size"):
-        engine.stored_keys(tmp_path, "regret")
+        storage.stored_keys(tmp_path, "regret")
     rec = sorted((tmp_path / "regret" / "_commits").glob("*.json"))[-1]
     rec.write_text("{not json")
     with pytest.raises(storage.DamagedPart, match=rec.name):
-        engine.load(tmp_path, "regret")
+        storage.load(tmp_path, "regret")
     capsys.readouterr()
     assert run_regret(tmp_path, batch="3") == 2
     err = capsys.readouterr().err
@@ -113,9 +117,9 @@ def test_duplicated_keys_are_an_error_naming_both_files(ray_session, tmp_path, c
     record["files"]["trajectory"]["file"] = copy
     (rpath.parent / (Path(copy).stem + ".json")).write_text(json.dumps(record))
     with pytest.raises(storage.DuplicateKeys) as exc:
-        engine.load(tmp_path, "regret")
+        storage.load(tmp_path, "regret")
     assert name in str(exc.value) and copy in str(exc.value)
-    from study.summary import write_summary
+    from study.results.summary import write_summary
     with pytest.raises(storage.DuplicateKeys):
         write_summary(tmp_path)
     capsys.readouterr()
@@ -125,12 +129,12 @@ def test_duplicated_keys_are_an_error_naming_both_files(ray_session, tmp_path, c
 
 def test_uncommitted_parts_are_ignored_and_cleaned(ray_session, tmp_path):
     assert run_regret(tmp_path, batch="3") == 0
-    before = engine.load(tmp_path, "regret")
+    before = storage.load(tmp_path, "regret")
     (_, record), *_ = storage.read_commits(tmp_path, "regret")
     stray = tmp_path / "regret" / "part-crashed-00000.parquet"  # a part whose record never got written
     shutil.copy(tmp_path / "regret" / record["files"]["trajectory"]["file"], stray)
     (tmp_path / "regret" / "_tmp-abc-part.parquet").write_bytes(b"partial")
-    pd.testing.assert_frame_equal(engine.load(tmp_path, "regret"), before)
+    pd.testing.assert_frame_equal(storage.load(tmp_path, "regret"), before)
     assert run_regret(tmp_path, batch="3") == 0
     assert not stray.exists() and not list((tmp_path / "regret").glob("_tmp-*"))
 
@@ -190,20 +194,20 @@ def test_msweep_reuses_the_identical_cells_of_regret(ray_session, tmp_path):
     sweep = common + ["--m-values", "20", "50"]  # A/M=20 and B/M=50 are Settings A and B as in regret
     assert cli.main("regret", ["--out", str(tmp_path / "both"), *common], replicate=fake_replicate) == 0
     assert cli.main("msweep", ["--out", str(tmp_path / "both"), *sweep], replicate=fake_replicate) == 0
-    run = engine.read_manifest(tmp_path / "both", "msweep")["runs"][-1]
+    run = storage.read_manifest(tmp_path / "both", "msweep")["runs"][-1]
     assert run["reused"] == {"replications": 2 * 2 * 3, "from": {"regret": 12}}
     assert run["computed"] == 2 * 2 * 2 * 3 - 12
     assert cli.main("msweep", ["--out", str(tmp_path / "alone"), *sweep], replicate=fake_replicate) == 0
-    reused, alone = engine.load(tmp_path / "both", "msweep"), engine.load(tmp_path / "alone", "msweep")
+    reused, alone = storage.load(tmp_path / "both", "msweep"), storage.load(tmp_path / "alone", "msweep")
     pd.testing.assert_frame_equal(reused, alone)
     assert set(reused["study"]) == {"msweep"}
-    regret = engine.load(tmp_path / "both", "regret")
+    regret = storage.load(tmp_path / "both", "regret")
     a20 = reused[(reused.setting == "A") & (reused.M == 20)].drop(columns="study").reset_index(drop=True)
     pd.testing.assert_frame_equal(a20, regret[regret.setting == "A"].drop(columns="study").reset_index(drop=True))
     # a different configuration is not reused
     assert cli.main("msweep", ["--out", str(tmp_path / "both"), *sweep, "--set", "alpha=0.3", "--fresh"],
                     replicate=fake_replicate) == 0
-    assert engine.read_manifest(tmp_path / "both", "msweep")["runs"][-1]["reused"]["replications"] == 0
+    assert storage.read_manifest(tmp_path / "both", "msweep")["runs"][-1]["reused"]["replications"] == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,19 +215,19 @@ def test_msweep_reuses_the_identical_cells_of_regret(ray_session, tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 def test_plans_are_lazy():
-    plan = engine.make_plan("regret", reps=engine.MAX_REPS)
-    assert plan.n_replications == 10 * engine.MAX_REPS
+    plan = runner.make_plan("regret", reps=runner.MAX_REPS)
+    assert plan.n_replications == 10 * runner.MAX_REPS
     tracemalloc.start()
-    batches = engine._batches(plan, set(), lambda: 25)
+    batches = batching.batches(plan, set(), lambda: 25)
     first = [next(batches) for _ in range(3)]
     keys = plan.keys()
     [next(keys) for _ in range(1000)]
-    assert plan.count_stored({("A", "RB", 20, 5), ("A", "RB", 20, engine.MAX_REPS)}) == 1
+    assert plan.count_stored({("A", "RB", 20, 5), ("A", "RB", 20, runner.MAX_REPS)}) == 1
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 5e6 and [len(b[1]) for b in first] == [25, 25, 25]
     with pytest.raises(ValueError, match="at most 1,000,000"):
-        engine.make_plan("regret", reps=10 ** 12)
+        runner.make_plan("regret", reps=10 ** 12)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -274,9 +278,9 @@ def test_a_killed_run_is_marked_died_by_the_next(ray_session, tmp_path):
     """kill -9 leaves the manifest saying "running"; the next run (holding the lock, so the other
     is certainly gone) marks it "died"."""
     assert run_regret(tmp_path) == 0
-    manifest = engine.read_manifest(tmp_path, "regret")
+    manifest = storage.read_manifest(tmp_path, "regret")
     manifest["runs"][-1]["status"] = manifest["status"] = "running"
     storage.write_manifest(manifest, tmp_path, "regret")
     assert run_regret(tmp_path) == 0
-    runs = engine.read_manifest(tmp_path, "regret")["runs"]
+    runs = storage.read_manifest(tmp_path, "regret")["runs"]
     assert [r["status"] for r in runs] == ["died", "complete"]

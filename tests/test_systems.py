@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from study import contrasts, systems
-from study.contrasts import from_reduced, sum_zero_basis, to_reduced
-from study.likelihood import ComparisonData
+from study.core import contrasts, systems
+from study.core.contrasts import from_reduced, sum_zero_basis, to_reduced
+from study.core.likelihood import ComparisonData
 
 
 @pytest.mark.parametrize("n", [2, 3, 7, 47, 48, 130])

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import study
-from study import engine
+from study import runner
+from study.results import storage
 
 REPO = str(Path(__file__).resolve().parents[1])
 USER = "examples.my_policy:Boltzmann"
@@ -17,7 +18,7 @@ USER = "examples.my_policy:Boltzmann"
 
 def test_bad_import_path_fails_before_ray():
     with pytest.raises(ValueError, match="cannot import module 'no_such_pkg_xyz.mod'"):
-        engine.make_plan("regret", methods=["RB", "no_such_pkg_xyz.mod:Policy"])
+        runner.make_plan("regret", methods=["RB", "no_such_pkg_xyz.mod:Policy"])
 
 
 def _workers_can_import(ray, module: str) -> bool:
@@ -33,10 +34,10 @@ def test_user_policy_runs_through_the_ray_engine(ray_session, tmp_path, monkeypa
     # root (as the README says) makes ``examples`` importable there, as a user's cluster must
     if not _workers_can_import(ray_session, USER):
         pytest.skip("the Ray workers cannot import 'examples' (run pytest from the repository root)")
-    plan = engine.make_plan("regret", settings=["A"], methods=["RB", USER], reps=2, overrides={"T": 30, "T0": 10})
-    report = engine.run_study(plan, tmp_path, progress=False, log=lambda message: None)
+    plan = runner.make_plan("regret", settings=["A"], methods=["RB", USER], reps=2, overrides={"T": 30, "T0": 10})
+    report = runner.run_study(plan, tmp_path, progress=False, log=lambda message: None)
     assert report.ok, report.failures
-    df = engine.load(tmp_path, "regret")
+    df = storage.load(tmp_path, "regret")
     assert sorted(set(df["method"])) == sorted(["RB", USER]) and len(df) == 2 * 2 * 30
     for (method, rep), rows in df.groupby(["method", "rep"]):
         direct = study.run_replication("A", method, int(rows["seed"].iloc[0]), T=30, T0=10, ci_every=0)

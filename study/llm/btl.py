@@ -1,8 +1,8 @@
 """Bradley-Terry(-Luce) maximum likelihood for the LLM applications.
 
 :func:`fit_btl` has the signature of :func:`study.fit_btl` (the bandit core's estimator) and calls
-it when the core is importable; otherwise it falls back to :func:`newton_fit`, a small
-self-contained Newton solver of the same objective.  Both return the sum-to-zero MLE: row k
+it; :func:`newton_fit` is a small self-contained Newton solver of the same objective, an
+independent check of it.  Both return the sum-to-zero MLE: row k
 compares item ``i[k]`` with item ``j[k]`` under context ``X[k]``; ``wins[k]`` of ``m[k]`` were won by
 ``j[k]`` (non-integer wins are allowed: a tie counts as half a win for each side), and
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.special import expit
+
+from ..core.mle import fit_btl as core_fit_btl
 
 __all__ = ["fit_btl", "newton_fit", "log_likelihood", "which_fitter", "separating_direction"]
 
@@ -137,23 +139,15 @@ def separating_direction(i, j, X, wins, m, n_items, *, tol: float = 1e-7):
 
 
 def which_fitter() -> str:
-    """'study.fit_btl' when the bandit core is importable, else 'study.llm.btl.newton_fit'."""
-    try:
-        from study import fit_btl as _core  # noqa: F401
-    except Exception:  # the core is optional for this subpackage's offline tools
-        return "study.llm.btl.newton_fit"
+    """The estimator :func:`fit_btl` uses (recorded by :mod:`study.llm.prepare`)."""
     return "study.fit_btl"
 
 
 def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0) -> np.ndarray:
-    """Sum-to-zero (ridge-penalised) contextual BTL MLE, (n_items, d): the core's estimator when
-    available, :func:`newton_fit` otherwise."""
+    """Sum-to-zero (ridge-penalised) contextual BTL MLE, (n_items, d): the core's estimator
+    (:func:`study.fit_btl`); :func:`newton_fit` is an independent implementation that checks it."""
     X = np.asarray(X, dtype=float)
     if X.ndim == 1:
         X = X[:, None]
-    if which_fitter() == "study.fit_btl":
-        from study import fit_btl as core_fit
-        theta = core_fit(i, j, X, wins, m, n_items, ridge=ridge)
-        theta = np.asarray(theta, dtype=float)
-        return theta - theta.mean(axis=0)
-    return newton_fit(i, j, X, wins, m, n_items, ridge=ridge)
+    theta = np.asarray(core_fit_btl(i, j, X, wins, m, n_items, ridge=ridge), dtype=float)
+    return theta - theta.mean(axis=0)

@@ -31,8 +31,10 @@ line is given too) and the column, e.g. ``row 3 (file line 4), column 'winner': 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -222,8 +224,61 @@ def fit_theta_star(inputs: dict, *, ridge: float = 0.0) -> np.ndarray:
     return theta
 
 
+@dataclass(frozen=True, eq=False)
+class ByoData:
+    """A validated judgments file, reduced to the arrays of :class:`JudgmentReplay` (picklable)."""
+
+    path: str
+    sha256: str
+    dim: int
+    ridge: float
+    models: list
+    question_ids: list
+    contexts: np.ndarray  # (Q, d)
+    edges: np.ndarray  # (E, 2)
+    counts: np.ndarray  # (Q, E, 3)
+    theta_star: np.ndarray  # (n, d), BT MLE on all judgments
+    embedded: bool = False  # contexts embedded from 'question' text (dim applies) or given as vectors
+
+    def environment(self, seed, T: int = LLM_T, M: int = LLM_M) -> JudgmentReplay:
+        env = JudgmentReplay(self.contexts, self.edges, self.counts, self.theta_star, seed, T=T, M=M,
+                             models=self.models, question_ids=self.question_ids)
+        env.labels = list(self.models)
+        env.source = self.path
+        return env
+
+
+def read_byo(path, *, dim: int = 10, ridge: float = 0.0, embedder=None) -> ByoData:
+    """Read, validate and fit a judgments file (format: :mod:`study.llm.byo`).  Raises ``ValueError``
+    naming the row and column of a bad entry, or what else is wrong with the file."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; give a CSV or Parquet file")
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        frame = read_judgments(path)
+        inputs = replay_inputs(frame, dim=dim, embedder=embedder)
+        theta_star = fit_theta_star(inputs, ridge=ridge)
+    except ValueError as exc:
+        text = str(exc)
+        raise ValueError(text if text.startswith(str(path)) else f"{path}: {text}") from None
+    except SystemExit as exc:  # study.llm.prepare.embed: the embedding packages are not installed
+        raise ValueError(f"{path}: the 'question' texts must be embedded, but {exc}; or give a 'context' "
+                         "column of vectors instead") from None
+    data = ByoData(path=str(path), sha256=digest, dim=int(dim), ridge=float(ridge), models=list(inputs["models"]),
+                   question_ids=list(inputs["question_ids"]), contexts=np.asarray(inputs["contexts"], dtype=float),
+                   edges=np.asarray(inputs["edges"], dtype=np.int64), counts=np.asarray(inputs["counts"], dtype=np.int64),
+                   theta_star=np.asarray(theta_star, dtype=float), embedded="context" not in frame.columns)
+    try:
+        data.environment(0, T=1)  # connectivity and shape checks of the replay itself
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return data
+
+
 def load_byo(path, seed, *, T: int = LLM_T, M: int = LLM_M, dim: int = 10, ridge: float = 0.0,
              embedder=None) -> JudgmentReplay:
     """Replay environment for a judgments file (see the module docstring for the format)."""
-    from .runs import read_byo
     return read_byo(path, dim=dim, ridge=ridge, embedder=embedder).environment(seed, T=T, M=M)

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..environment import seed_sequence
-from ..graph import is_connected
+from ..simulation.graph import is_connected
+from ..simulation.seeds import seed_sequence
 from .data import load_arena, load_judgment_pool
 
 __all__ = ["JudgmentReplay", "LLMReplay", "ArenaReplay", "LLM_T", "LLM_M", "ARENA_T", "ARENA_M", "INIT_VAR"]

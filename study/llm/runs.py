@@ -20,13 +20,16 @@
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .._util import sha256_files
+from ..simulation.replication import run_environment
+from ..simulation.settings import Setting
+from .byo import ByoData, read_byo
 from .diagrams import DIAGRAM_TIMES
 from .environment import ARENA_M, ARENA_T, LLM_M, LLM_T, INIT_VAR, ArenaReplay, JudgmentReplay, LLMReplay
 
@@ -46,7 +49,6 @@ _BYO: dict = {}
 
 
 def _setting(name, env, T, T0, M, **overrides):
-    from study import Setting
     fields = dict(name=name, n_items=env.n_items, dim=env.dim, T=T, T0=T0, M=M, truth=env.theta_star,
                   init_mean=0.0, init_var=INIT_VAR, edges=env.edges, ci_every=0)
     fields.update(overrides)
@@ -65,61 +67,6 @@ def arena_setting(T: int = ARENA_T, T0: int = ARENA_T0, M: int = ARENA_M, **over
 # ---------------------------------------------------------------------------------------------
 # Bring your own judgments: parsed once (on the driver), shipped with the hook
 # ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, eq=False)
-class ByoData:
-    """A validated judgments file, reduced to the arrays of :class:`JudgmentReplay` (picklable)."""
-
-    path: str
-    sha256: str
-    dim: int
-    ridge: float
-    models: list
-    question_ids: list
-    contexts: np.ndarray  # (Q, d)
-    edges: np.ndarray  # (E, 2)
-    counts: np.ndarray  # (Q, E, 3)
-    theta_star: np.ndarray  # (n, d), BT MLE on all judgments
-    embedded: bool = False  # contexts embedded from 'question' text (dim applies) or given as vectors
-
-    def environment(self, seed, T: int = LLM_T, M: int = LLM_M) -> JudgmentReplay:
-        env = JudgmentReplay(self.contexts, self.edges, self.counts, self.theta_star, seed, T=T, M=M,
-                             models=self.models, question_ids=self.question_ids)
-        env.labels = list(self.models)
-        env.source = self.path
-        return env
-
-
-def read_byo(path, *, dim: int = 10, ridge: float = 0.0, embedder=None) -> ByoData:
-    """Read, validate and fit a judgments file (format: :mod:`study.llm.byo`).  Raises ``ValueError``
-    naming the row and column of a bad entry, or what else is wrong with the file."""
-    from .byo import fit_theta_star, read_judgments, replay_inputs
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path}: is a directory; give a CSV or Parquet file")
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    try:
-        frame = read_judgments(path)
-        inputs = replay_inputs(frame, dim=dim, embedder=embedder)
-        theta_star = fit_theta_star(inputs, ridge=ridge)
-    except ValueError as exc:
-        text = str(exc)
-        raise ValueError(text if text.startswith(str(path)) else f"{path}: {text}") from None
-    except SystemExit as exc:  # study.llm.prepare.embed: the embedding packages are not installed
-        raise ValueError(f"{path}: the 'question' texts must be embedded, but {exc}; or give a 'context' "
-                         "column of vectors instead") from None
-    data = ByoData(path=str(path), sha256=digest, dim=int(dim), ridge=float(ridge), models=list(inputs["models"]),
-                   question_ids=list(inputs["question_ids"]), contexts=np.asarray(inputs["contexts"], dtype=float),
-                   edges=np.asarray(inputs["edges"], dtype=np.int64), counts=np.asarray(inputs["counts"], dtype=np.int64),
-                   theta_star=np.asarray(theta_star, dtype=float), embedded="context" not in frame.columns)
-    try:
-        data.environment(0, T=1)  # connectivity and shape checks of the replay itself
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
-    return data
-
 
 def register_byo(path, *, dim: int = 10, ridge: float = 0.0) -> None:
     """Make the module-level :func:`replicate` on setting "byo" load ``path`` (also exported as
@@ -186,7 +133,6 @@ class Replay:
         return data.environment(seed, T=setting.T, M=setting.M)
 
     def __call__(self, setting, method, seed, **kwargs):
-        from study import run_environment
         env = self.environment(setting, seed)
         if env.n_items != setting.n_items or not np.allclose(env.theta_star, setting.theta_star_centred):
             raise ValueError(f"setting {setting.name!r} does not match its environment (rebuild the setting)")
@@ -219,18 +165,10 @@ class ReplaySource:
     fixed_fields: tuple = FIXED_FIELDS
 
 
-def _sha256_files(paths) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
 def replay_code_hash() -> str:
     """SHA-256 of the replay modules (environment, hook, BYO reader, BT fit, loaders)."""
     root = Path(__file__).resolve().parent
-    return _sha256_files(root / name for name in _REPLAY_MODULES)
+    return sha256_files(root / name for name in _REPLAY_MODULES)
 
 
 def replay_source(name: str, *, judgments=None, dim: int = 10, ridge: float = 0.0, embedder=None) -> ReplaySource:
@@ -255,7 +193,7 @@ def replay_source(name: str, *, judgments=None, dim: int = 10, ridge: float = 0.
         if judgments is not None:
             raise ValueError(f"a judgments file applies to the 'byo' replay only, not {name!r}")
         root = Path(__file__).resolve().parent / "data"
-        provenance["data_sha256"] = _sha256_files(root / f for f in _DATA_FILES[name])
+        provenance["data_sha256"] = sha256_files(root / f for f in _DATA_FILES[name])
         base = llm_setting() if name == "llm" else arena_setting()
         hook = Replay(name)
     return ReplaySource(setting=base, replicate=hook, provenance=provenance)
@@ -283,7 +221,6 @@ def diagram_panels(seed, setting=None, method: str = "RB", times=DIAGRAM_TIMES, 
     if any(not 1 <= t <= setting.T for t in times):
         raise ValueError(f"diagram times must lie in [1, T={setting.T}], got {list(times)}")
     env = replay.environment(setting, seed)
-    from study import run_environment
     result = run_environment(env, method, setting, snapshot_times=times)
     point, ci = {}, {}
     for t in times:

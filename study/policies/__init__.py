@@ -17,17 +17,18 @@ A user policy needs no change to the package::
     register_policy("greedy", Greedy)              # or pass "mymodule:Greedy" as the method
     run_replication("A", "greedy", seed=0)
 """
-from .base import (Choice, Policy, Step, argmax_neighbour, argmax_playable, available, pick, policy_generator,
-                   random_edge, stable_int, uniform_neighbour)
+from ..simulation.seeds import policy_generator, stable_int
+from .base import (Choice, Policy, Step, argmax_neighbour, argmax_playable, available, pick, random_edge,
+                   uniform_neighbour)
 from .colstim import CoLSTIM
 from .maxinp import MaxInP
 from .paper import EpsilonGreedy, ucb_width
 from .rb_ua import UncertaintyAwareRB
-from .registry import (BUILTIN, make_policy, policy_provenance, register_policy, registered_policies,
-                       resolve_methods, resolve_policy, unregister_policy)
+from .registry import (ALL_METHODS, BASELINES, BUILTIN, METHODS, check_method, make_policy, policy_provenance,
+                       register_policy, registered_policies, resolve_methods, resolve_policy, unregister_policy)
 from .thompson import DoubleThompson
 
 __all__ = ["Choice", "Policy", "Step", "EpsilonGreedy", "DoubleThompson", "MaxInP", "CoLSTIM", "UncertaintyAwareRB",
-           "BUILTIN", "register_policy", "unregister_policy", "registered_policies", "resolve_policy",
+           "METHODS", "BASELINES", "ALL_METHODS", "BUILTIN", "check_method", "register_policy", "unregister_policy", "registered_policies", "resolve_policy",
            "resolve_methods", "make_policy", "policy_provenance", "policy_generator", "random_edge",
            "uniform_neighbour", "argmax_playable", "argmax_neighbour", "available", "pick", "stable_int", "ucb_width"]

@@ -15,7 +15,6 @@ name; never the global RNG, so results depend on neither the worker nor the orde
 """
 from __future__ import annotations
 
-import hashlib
 from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -126,22 +125,3 @@ def available(step: Step):
     db = step.debiased()
     return db if db.available else None
 
-
-def stable_int(text: str) -> int:
-    """A deterministic 32-bit integer for a string (first 4 bytes of its SHA-256), never hash()."""
-    return int.from_bytes(hashlib.sha256(str(text).encode("utf-8")).digest()[:4], "big")
-
-
-def policy_generator(policy_seed, name: str) -> np.random.Generator:
-    """The policy-private Generator of one replication: the replication's policy seed (the
-    SeedSequence child behind the shared uniforms, or an int) extended by a stable hash of the
-    method name.  It never touches the shared uniforms' stream."""
-    key = stable_int(name)
-    if policy_seed is None:
-        return np.random.default_rng()
-    if isinstance(policy_seed, np.random.SeedSequence):
-        ss = np.random.SeedSequence(policy_seed.entropy, spawn_key=tuple(policy_seed.spawn_key) + (key,),
-                                    pool_size=policy_seed.pool_size)
-    else:
-        ss = np.random.SeedSequence(int(policy_seed), spawn_key=(key,))
-    return np.random.default_rng(ss)

@@ -4,18 +4,19 @@ the resolved :class:`study.Setting` and returns a policy (an object with ``selec
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib
 import inspect
 from pathlib import Path
 
-from ..settings import ALL_METHODS
+from .._util import import_object, sha256_files
 from .colstim import colstim
 from .maxinp import maxinp
 from .paper import bt_ucb1, bt_ucb2, era, eta, rb
 from .rb_ua import rb_ua
 from .thompson import thompson
 
+METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")  # the paper's five
+BASELINES = ("TS", "MaxInP", "CoLSTIM", "RB-UA")  # from the dueling-bandit literature (docs/baselines.md)
+ALL_METHODS = METHODS + BASELINES
 BUILTIN = {"RB": rb, "ERA": era, "ETA": eta, "BT-UCB1": bt_ucb1, "BT-UCB2": bt_ucb2,
            "TS": thompson, "MaxInP": maxinp, "CoLSTIM": colstim, "RB-UA": rb_ua}
 assert tuple(BUILTIN) == ALL_METHODS
@@ -53,21 +54,10 @@ def registered_policies() -> dict:
 
 
 def _import_path(path: str):
-    module_name, _, qualname = path.partition(":")
-    if not module_name or not qualname:
-        raise ValueError(f"method {path!r}: an import path reads 'package.module:Name'")
-    try:
-        obj = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 -- any failure to import is a bad method name
-        raise ValueError(f"method {path!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
-                         "it must be importable here and on every Ray worker") from None
-    for part in qualname.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"method {path!r}: module {module_name!r} has no attribute {qualname!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ValueError(f"method {path!r}: {qualname!r} is not a class or callable")
-    return obj
+    factory = import_object(path, what="method")
+    if not callable(factory):
+        raise ValueError(f"method {path!r}: {path.partition(':')[2]!r} is not a class or callable")
+    return factory
 
 
 def resolve_policy(name):
@@ -82,6 +72,14 @@ def resolve_policy(name):
     registered = f" or registered ({sorted(_REGISTERED)})" if _REGISTERED else ""
     raise ValueError(f"unknown method {name!r}; allowed: {list(BUILTIN)}{registered}, or an import path "
                      "'package.module:Name' of a policy factory")
+
+
+def check_method(method) -> str:
+    """``method`` if it names a policy: one of :data:`ALL_METHODS`, a name registered with
+    :func:`study.register_policy`, or an import path ``"package.module:Name"`` that imports (the
+    import happens here); ``ValueError`` naming it otherwise."""
+    resolve_policy(method)
+    return method
 
 
 def resolve_methods(names) -> dict:
@@ -101,14 +99,6 @@ def make_policy(method, setting, factory=None):
         raise TypeError(f"the factory of method {method!r} returned {type(policy).__name__!r}, which has no "
                         "select(step) method")
     return policy
-
-
-def _sha256(paths) -> str:
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(Path(path).name.encode())
-        h.update(Path(path).read_bytes())
-    return h.hexdigest()
 
 
 def policy_provenance(name, factory=None) -> dict:
@@ -134,4 +124,4 @@ def policy_provenance(name, factory=None) -> dict:
     return {"method": name, "kind": kind,
             "import_path": f"{module}:{qualname}" if importable else None,
             "source_file": str(files[0]) if len(files) == 1 else (str(Path(__file__).resolve().parent) if files else None),
-            "source_sha256": _sha256(files) if files else None}
+            "source_sha256": sha256_files(files) if files else None}

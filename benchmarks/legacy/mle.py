@@ -40,7 +40,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, lapack
 from scipy.special import expit
 
-from .. import _validate as check
+from study.core import _validate as check
 from .likelihood import ComparisonData, sum_zero_basis
 
 TIE_BREAK_WEIGHT = 1e-4

@@ -27,7 +27,10 @@ class ReplicationResult:
     ``intervals`` maps each name in ``INTERVAL_COLUMNS`` to equal-length arrays (one row per
     grid time, item and dimension, from the first grid time the debiased CI is available);
     ``edges`` is the (E, 2) comparison graph and ``graph_draws`` how many Erdos-Renyi draws it
-    took to get a connected one (0 when the edges were given).
+    took to get a connected one (0 when the edges were given); ``seconds`` the wall time of the
+    run, ``theta_final`` theta(T), ``ci_available_from`` the first grid time with a CI (None if
+    none), ``snapshots`` {t: (theta(t), DebiasResult)} at the requested snapshot times and
+    ``newton_steps`` the estimator's Newton steps over the run.
     """
 
     setting: object
@@ -40,6 +43,8 @@ class ReplicationResult:
     seconds: float
     theta_final: np.ndarray = field(repr=False, default=None)
     ci_available_from: int | None = None
+    snapshots: dict = field(default_factory=dict, repr=False)
+    newton_steps: int = 0
 
     def to_frame(self) -> dict:
         """Tidy frames: ``{"trajectory": DataFrame, "intervals": DataFrame}``."""

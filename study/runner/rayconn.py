@@ -1,4 +1,4 @@
-"""Joining or starting Ray for the study driver (no storage here; :mod:`study.engine` drives).
+"""Joining or starting Ray for the study driver (no storage here; :mod:`study.runner.driver` drives).
 
 * The embedded Ray (no ``--address``) binds every server to 127.0.0.1 and starts no dashboard, and
   is refused more CPUs than the machine has.
@@ -16,9 +16,11 @@ import threading
 from dataclasses import dataclass, field
 
 
-
 @dataclass
 class RayConnection:
+    """How the driver is connected: whether :func:`connect` started Ray here, the mode recorded in
+    the manifest (``embedded``, ``cluster``, ...), and the cluster's resources."""
+
     started_here: bool
     mode: str
     resources: dict = field(default_factory=dict)

@@ -17,9 +17,9 @@ def integer(name: str, value, *, low: int | None = None, high: int | None = None
         raise ValueError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if low is not None and value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
+        raise ValueError(f"{name} must be an integer >= {low}, got {value}")
     if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value}")
+        raise ValueError(f"{name} must be an integer <= {high}, got {value}")
     return value
 
 

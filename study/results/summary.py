@@ -9,20 +9,19 @@ between the intervals of one replication).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 
-from . import engine
-from .settings import ALL_METHODS as METHODS  # table order: the paper's five, the baselines, then others
+from ..policies import ALL_METHODS as METHOD_ORDER  # table order: the paper's five, the baselines, then others
+from . import storage
+from .stored import stored_studies, study_info
 
 KEYS = ["study", "setting", "method", "M"]
 COLUMNS = KEYS + ["T0", "T", "reps", "final_regret", "final_regret_se", "final_rel_error",
                   "final_rel_error_se", "cp", "cp_se", "cp_reps", "final_pair_regret", "final_pair_regret_se"]
-_STUDIES = engine.STUDY_NAMES + engine.BASELINE_STUDIES + engine.REPLAY_STUDIES
 
 
 def _se(x):
@@ -31,10 +30,10 @@ def _se(x):
 
 
 def study_summary(out, study) -> pd.DataFrame:
-    dirs = engine.dataset_dirs(out, study)
-    if not engine._parts(dirs["trajectory"]):
+    dirs = storage.dataset_dirs(out, study)
+    if not storage.parts(dirs["trajectory"]):
         return pd.DataFrame(columns=COLUMNS)
-    final = engine.load(out, study, columns=["T0", "T", "avg_regret", "rel_error", "avg_pair_regret"],
+    final = storage.load(out, study, columns=["T0", "T", "avg_regret", "rel_error", "avg_pair_regret"],
                         filter=ds.field("t") == ds.field("T"))
     g = final.groupby(["setting", "method", "M", "T0", "T"], observed=True)
     table = g.agg(reps=("rep", "nunique"), final_regret=("avg_regret", "mean"),
@@ -44,9 +43,9 @@ def study_summary(out, study) -> pd.DataFrame:
     table["cp"] = np.nan
     table["cp_se"] = np.nan
     table["cp_reps"] = 0
-    if engine._parts(dirs["intervals"]):
+    if storage.parts(dirs["intervals"]):
         T_of = {(r.setting, r.method, r.M): r.T for r in table.itertuples()}
-        ints = engine.load(out, study, "intervals", columns=["covered"])
+        ints = storage.load(out, study, "intervals", columns=["covered"])
         if len(ints):
             T_row = np.array([T_of.get(k, -1) for k in zip(ints["setting"], ints["method"], ints["M"])])
             at_T = ints[ints["t"].to_numpy() == T_row]
@@ -56,14 +55,15 @@ def study_summary(out, study) -> pd.DataFrame:
                 mask = (table["setting"] == setting) & (table["method"] == method) & (table["M"] == M)
                 table.loc[mask, ["cp", "cp_se", "cp_reps"]] = [row["mean"], row["_se"], int(row["size"])]
     table.insert(0, "study", study)
-    order = {m: i for i, m in enumerate(METHODS)}
+    order = {m: i for i, m in enumerate(METHOD_ORDER)}
     table["_o"] = table["method"].map(lambda m: order.get(m, len(order)))
     table = table.sort_values(["setting", "M", "_o"]).drop(columns="_o").reset_index(drop=True)
     return table[COLUMNS]
 
 
 def summary_table(out) -> pd.DataFrame:
-    frames = [study_summary(out, s) for s in _STUDIES]
+    """One row per (study, setting, method, M) of every study stored under ``out``."""
+    frames = [study_summary(out, s) for s, _ in stored_studies(out)]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
@@ -76,26 +76,22 @@ def _pm(mean, se, digits=4):
     return f"{mean:.{digits}f} ± {se:.{digits}f}"
 
 
-def to_markdown(table: pd.DataFrame) -> str:
+def to_markdown(table: pd.DataFrame, info=None) -> str:
+    """The summary as Markdown, one section per study in table order; ``info`` maps a study to
+    its (figure family, title) (:func:`study.results.stored.study_info`), the name being the
+    title otherwise.  Pair regret is shown for the baselines family."""
+    info = info or {}
     lines = ["# Summary of the stored results", "",
              "Mean over replications ± Monte Carlo standard error, at t = T. "
              "R(T) = average regret (of the major item, the paper's eq:regret); pair R(T) = the average regret of "
              "both compared items, ((x'θ*_best − x'θ*_i) + (x'θ*_best − x'θ*_j))/2; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
              "CP = fraction of the n·d 95% intervals covering the truth at t = T.", ""]
-    titles = {"regret": "Regret study (paper Figure 1)", "coverage": "Coverage study (paper Figures 2–3)",
-              "msweep": "M-sweep (paper appendix)",
-              "llm": "LLM ranking replay (real MMLU anatomy prompts and embeddings, GENERATED judgments)",
-              "arena": "Chatbot Arena replay (129 models, real votes)",
-              "byo": "Bring-your-own judgments replay",
-              "baselines": "Beyond the paper: nine methods, Settings A and B (docs/baselines.md)",
-              "llm_baselines": "Beyond the paper: nine methods on the LLM replay (GENERATED judgments)"}
-    for study in _STUDIES:
+    for study in dict.fromkeys(table["study"]):
         sub = table[table["study"] == study]
-        if sub.empty:
-            continue
+        family, title = info.get(study, (None, study))
         with_cp = sub["cp"].notna().any()
-        with_pair = study in engine.BASELINE_STUDIES
-        lines += [f"## {titles[study]}", ""]
+        with_pair = family == "baselines"
+        lines += [f"## {title}", ""]
         header = (["setting", "method", "M", "T0", "T", "reps", "R(T)"] + (["pair R(T)"] if with_pair else [])
                   + ["rel. error"] + (["CP"] if with_cp else []))
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -112,12 +108,11 @@ def to_markdown(table: pd.DataFrame) -> str:
 
 
 def write_summary(out):
-    """Write DIR/summary.csv and DIR/summary.md; returns their paths."""
+    """Write DIR/summary.csv and DIR/summary.md (each atomically); returns their paths."""
     out = Path(out)
     table = summary_table(out)
+    info = {study: study_info(out, study) for study in dict.fromkeys(table["study"])}
     csv_path, md_path = out / "summary.csv", out / "summary.md"
-    for path, text in ((csv_path, table.to_csv(index=False)), (md_path, to_markdown(table))):
-        tmp = path.with_name(f"_tmp-{os.getpid()}-{path.name}")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+    for path, text in ((csv_path, table.to_csv(index=False)), (md_path, to_markdown(table, info))):
+        storage.atomic_write_bytes(text.encode("utf-8"), path)
     return csv_path, md_path

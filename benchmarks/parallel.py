@@ -1,13 +1,13 @@
 """Benchmark (not a test): Ray parallel efficiency of the study engine.
 
-    python -m study.bench_parallel [--reps 40] [--num-cpus 2] [--set T=200 --set T0=80]
+    python -m benchmarks.parallel [--reps 40] [--num-cpus 2] [--set T=200 --set T0=80]
 
 The default workload is the paper's: Setting A, RB, T = 500 (CIs every 10 steps), 40 replications.
 
 Measures, on an embedded local Ray with K CPUs and warm workers,
 
 * serial time: the replications run one after another in a single Ray task (one CPU);
-* parallel time: the same replications through :func:`study.engine.run_study` (batching,
+* parallel time: the same replications through :func:`study.runner.run_study` (batching,
   gathering, Parquet writing and manifest included);
 
 and prints efficiency = serial / (K x parallel) (1.0 is perfect; the target is >= 0.9 on 2 CPUs).
@@ -21,11 +21,15 @@ import sys
 import tempfile
 import time
 
-from .cli import _positive_int, _set_pair
+from study import load
+from study.cli import _positive_int, _set_pair
+from study.results.storage import read_manifest
+from study.runner import make_plan, run_study
+from study.runner.worker import remote_run_batch
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m study.bench_parallel", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.parallel", description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=_positive_int, default=40, help="replications (default 40)")
     parser.add_argument("--num-cpus", type=_positive_int, default=2, help="CPUs of the local Ray (default 2)")
     parser.add_argument("--setting", default="A", help="setting (default A)")
@@ -35,11 +39,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    from . import engine
-
     overrides = dict(args.overrides)
     try:
-        plan = engine.make_plan("regret", settings=[args.setting], methods=[args.method], reps=args.reps,
+        plan = make_plan("regret", settings=[args.setting], methods=[args.method], reps=args.reps,
                                 overrides=overrides)
     except ValueError as exc:
         parser.error(str(exc))
@@ -47,9 +49,9 @@ def main(argv=None) -> int:
 
     ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     try:
-        remote = engine._remote_run_batch()
+        remote = remote_run_batch()
         cell = plan.cells[0]
-        warm = engine.make_plan("regret", settings=[args.setting], methods=[args.method], reps=1,
+        warm = make_plan("regret", settings=[args.setting], methods=[args.method], reps=1,
                                 overrides={**overrides, "T": 12, "T0": 4}).cells[0]
         ray.get([remote.remote("bench", warm, [(0, i)], None, False, "") for i in range(4 * args.num_cpus)])
 
@@ -61,10 +63,10 @@ def main(argv=None) -> int:
 
         with tempfile.TemporaryDirectory() as tmp:
             t0, c0 = time.perf_counter(), time.process_time()
-            report = engine.run_study(plan, tmp, progress=False, log=lambda m: None)
+            report = run_study(plan, tmp, progress=False, log=lambda m: None)
             parallel_s, driver_cpu = time.perf_counter() - t0, time.process_time() - c0
-            table = engine.load(tmp, plan.study)
-            task_cpu = engine.read_manifest(tmp, plan.study)["runs"][-1]["task_cpu_seconds"]
+            table = load(tmp, plan.study)
+            task_cpu = read_manifest(tmp, plan.study)["runs"][-1]["task_cpu_seconds"]
         if serial["failures"] or not report.ok:
             print("replications failed:", serial["failures"][:1] or report.failures[:1], file=sys.stderr)
             return 1

@@ -1,6 +1,6 @@
-"""Study storage: parts, commit records (checksums), the manifest, the study lock and ``load``.
+"""Study storage: commit records with checksums, verification, recovery and ``load``.
 
-This module knows nothing of Ray; the guarantees of a study directory are read and tested here.
+This package knows nothing of Ray; the guarantees of a study directory are read and tested here.
 ``docs/storage.md`` states them with what was measured.
 
 Layout under ``out`` (one *study directory* per ``--out``)::
@@ -12,9 +12,8 @@ Layout under ``out`` (one *study directory* per ``--out``)::
     out/<study>_intervals/part-<run>-<n>.parquet  confidence intervals (when recorded)
     out/<study>_failures/part-<run>-<n>.parquet   failed replications
 
-**Atomic files.** Every file is written to a temporary ``_tmp-*`` name, flushed and fsync'ed, then
-renamed into place (``os.replace``) and the directory fsync'ed, so a reader sees a whole file or
-none.
+Atomic files and the manifest are :mod:`.files`, the writer lock :mod:`.lock`, the schemas
+:mod:`.schema`; this module re-exports them, so ``storage`` is the one name callers need.
 
 **Commit records.** A batch of replications is written as up to three parts (intervals, failures,
 trajectories) and then its commit record, written atomically *after* the parts: the SHA-256, byte
@@ -24,277 +23,28 @@ the part and its record) is deleted by the next writer.  Every read verifies eac
 record (:class:`DamagedPart` names the file and the recovery command) and checks that no key is
 stored twice (:class:`DuplicateKeys` names both files).
 
-**One writer.** :func:`study_lock` takes an exclusive POSIX lock (``fcntl.lockf``) on
-``out/_study.lock`` for the whole run: a second writer is refused with :class:`StudyLocked`, which
-names the holder recorded in the file.  The kernel releases the lock when the holder dies, however
-it dies; on NFS the lock goes through the server's lock manager (lockd/NLM, or NFSv4 state), which
-releases it when the client's lease expires.
-
-**Recovery.** ``python -m study.storage verify OUT [STUDY ...]`` checks every part;
-``python -m study.storage drop-damaged OUT STUDY`` moves the damaged parts (and the other parts and
+**Recovery.** ``python -m study.results verify OUT [STUDY ...]`` checks every part;
+``python -m study.results drop-damaged OUT STUDY`` moves the damaged parts (and the other parts and
 the record of the same batch) to ``out/<study>/_damaged/``; rerunning the study's command then
 recomputes exactly those replications.
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
-import errno
-import fcntl
-import hashlib
 import json
 import os
-import socket
-import sys
-import time
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-STORAGE_FORMAT = 2  # 2: commit records with checksums, shared seed namespace, pair-regret columns
-KEY_COLUMNS = ("setting", "method", "M", "rep")
-LOCK_NAME = "_study.lock"
-COMMITS = "_commits"
-DAMAGED = "_damaged"
+from .._util import sha256_file
+from .errors import DamagedPart, DuplicateKeys, StorageError, StudyLocked, recovery_hint
+from .files import (COMMITS, DAMAGED, atomic_write_bytes, atomic_write_json, atomic_write_table, commits_dir,
+                    dataset_dirs, manifest_path, parts, read_manifest, write_manifest)
+from .lock import LOCK_NAME, describe_holder, holds_lock, lock_path, study_lock
+from .schema import FAILURE_SCHEMA, INTERVAL_SCHEMA, KEY_COLUMNS, SCHEMAS, STORAGE_FORMAT, TRAJECTORY_SCHEMA
 
-_INT32 = pa.int32()
-TRAJECTORY_SCHEMA = pa.schema([
-    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
-    ("M", _INT32), ("T0", _INT32), ("T", _INT32), ("rep", _INT32), ("seed", pa.int64()),
-    ("t", _INT32), ("major", _INT32), ("other", _INT32), ("explored", pa.bool_()),
-    ("regret", pa.float64()), ("avg_regret", pa.float64()), ("rel_error", pa.float64()),
-    ("pair_regret", pa.float64()), ("avg_pair_regret", pa.float64()),
-])
-INTERVAL_SCHEMA = pa.schema([
-    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
-    ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()),
-    ("t", _INT32), ("item", _INT32), ("dim", _INT32), ("estimate", pa.float64()),
-    ("se", pa.float64()), ("lower", pa.float64()), ("upper", pa.float64()),
-    ("truth", pa.float64()), ("covered", pa.bool_()),
-])
-FAILURE_SCHEMA = pa.schema([
-    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
-    ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()), ("error", pa.string()),
-    ("traceback", pa.string()), ("run_id", pa.string()),
-])
-SCHEMAS = {"trajectory": TRAJECTORY_SCHEMA, "intervals": INTERVAL_SCHEMA, "failures": FAILURE_SCHEMA}
-
-
-class StorageError(RuntimeError):
-    """A stored file cannot be trusted or read; the message names the file (one line)."""
-
-
-class DamagedPart(StorageError):
-    """A part does not match its commit record (or is missing, or its record is unreadable)."""
-
-
-class DuplicateKeys(StorageError):
-    """The same replication key is stored in two committed parts."""
-
-
-class StudyLocked(StorageError):
-    """Another process holds the study directory's lock."""
-
-
-def recovery_hint(out, study) -> str:
-    return (f"run `python -m study.storage drop-damaged {out} {study}`, then rerun the same command to "
-            "recompute those replications")
-
-
-# --------------------------------------------------------------------------------------------
-# Paths and atomic files
-# --------------------------------------------------------------------------------------------
-
-def dataset_dirs(out, study) -> dict:
-    out = Path(out)
-    return {"trajectory": out / study, "intervals": out / f"{study}_intervals",
-            "failures": out / f"{study}_failures"}
-
-
-def manifest_path(out, study) -> Path:
-    return Path(out) / study / "_manifest.json"
-
-
-def commits_dir(out, study) -> Path:
-    return Path(out) / study / COMMITS
-
-
-def parts(directory) -> list:
-    directory = Path(directory)
-    return sorted(directory.glob("part-*.parquet")) if directory.is_dir() else []
-
-
-def _fsync_dir(directory: Path):
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_replace(tmp: Path, path: Path):
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def atomic_write_bytes(data: bytes, path: Path):
-    path = Path(path)
-    tmp = path.with_name(f"_tmp-{uuid.uuid4().hex}-{path.name}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    _atomic_replace(tmp, path)
-
-
-def atomic_write_json(obj, path: Path):
-    atomic_write_bytes((json.dumps(obj, indent=2, default=str) + "\n").encode(), path)
-
-
-def atomic_write_table(table: pa.Table, path: Path) -> dict:
-    """Write ``table`` as Parquet at ``path`` atomically; returns its record (sha256, bytes, rows)."""
-    path = Path(path)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd")
-    data = sink.getvalue().to_pybytes()
-    atomic_write_bytes(data, path)
-    return {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-            "rows": table.num_rows}
-
-
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def read_manifest(out, study):
-    """The manifest of ``study`` (None if there is none); :class:`StorageError` naming the file if
-    it cannot be read."""
-    path = manifest_path(out, study)
-    if not path.exists():
-        return None
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StorageError(f"{path}: unreadable manifest ({type(exc).__name__}: {exc}); restore it, or "
-                           "rerun with --fresh to discard this study's results") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("runs", []), list):
-        raise StorageError(f"{path}: not a study manifest (expected a JSON object with a 'runs' list); "
-                           "restore it, or rerun with --fresh to discard this study's results")
-    return manifest
-
-
-def write_manifest(manifest: dict, out, study):
-    atomic_write_json(manifest, manifest_path(out, study))
-
-
-# --------------------------------------------------------------------------------------------
-# The study lock
-# --------------------------------------------------------------------------------------------
-
-_HELD: dict = {}  # lock path -> [fd, depth]: POSIX locks are per process, so never reopen a held one
-
-
-def lock_path(out) -> Path:
-    return Path(out) / LOCK_NAME
-
-
-def describe_holder(path: Path) -> str:
-    """What the lock file says about its holder (read by a process that does NOT hold the lock)."""
-    info = {}
-    for _ in range(20):  # the holder writes its record right after locking: allow it a moment
-        try:
-            info = json.loads(Path(path).read_text() or "{}")
-        except (OSError, ValueError):
-            info = {}
-        if info:
-            break
-        time.sleep(0.05)
-    if not info:
-        return "another process (it has not recorded itself yet)"
-    argv = " ".join(str(a) for a in info.get("argv") or [])
-    return (f"run {info.get('run_id')} (pid {info.get('pid')} on host {info.get('host')}, started "
-            f"{info.get('started')}: {argv})")
-
-
-class study_lock:
-    """Hold the exclusive writer lock of study directory ``out`` (re-entrant within a process).
-
-    Raises :class:`StudyLocked` naming the holder if another process holds it, and
-    :class:`StorageError` if ``out`` cannot be created or written."""
-
-    def __init__(self, out, run_id: str = "", argv=None):
-        self.out = Path(out)
-        self.path = lock_path(self.out).resolve() if self.out.exists() else lock_path(self.out)
-        self.run_id = run_id
-        self.argv = list(sys.argv if argv is None else argv)
-
-    def __enter__(self):
-        try:
-            self.out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"{self.out}: cannot create the output directory ({exc.strerror})") from None
-        self.path = lock_path(self.out).resolve()
-        key = str(self.path)
-        if key in _HELD:
-            _HELD[key][1] += 1
-            return self
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StorageError(f"{self.path}: cannot create the study lock ({exc.strerror}); is "
-                               f"{self.out} writable?") from None
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EACCES, errno.EAGAIN):
-                raise StudyLocked(f"{self.out} is in use by {describe_holder(self.path)}; one writer per "
-                                  "study directory: wait for it to finish, or choose another --out") from None
-            raise StorageError(f"{self.path}: cannot lock ({exc.strerror}); the filesystem may not "
-                               "support POSIX locks") from None
-        info = {"host": socket.gethostname(), "pid": os.getpid(), "run_id": self.run_id,
-                "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "argv": self.argv}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        os.fsync(fd)
-        _HELD[key] = [fd, 1]
-        return self
-
-    def __exit__(self, *exc):
-        key = str(self.path)
-        held = _HELD.get(key)
-        if held is None:
-            return False
-        held[1] -= 1
-        if held[1] == 0:
-            del _HELD[key]
-            try:
-                os.ftruncate(held[0], 0)
-            except OSError:
-                pass
-            os.close(held[0])  # releases the lock
-        return False
-
-
-def holds_lock(out) -> bool:
-    return str(lock_path(out).resolve()) in _HELD
-
-
-# --------------------------------------------------------------------------------------------
-# Commit records and verification
-# --------------------------------------------------------------------------------------------
 
 def _commit_keys(table: pa.Table) -> list:
     if table.num_rows == 0:
@@ -357,7 +107,7 @@ def _check_file(path: Path, info: dict):
     key = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     digest = _VERIFIED.get(key)
     if digest is None:
-        digest = file_sha256(path)
+        digest = sha256_file(path)
     if digest != info.get("sha256"):
         return "SHA-256 differs from the one recorded when it was written"
     _VERIFIED[key] = digest
@@ -501,10 +251,6 @@ def _readable_commits(out, study):
             yield path, record
 
 
-# --------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------
-
 def load(out, study, what: str = "trajectory", columns=None, filter=None):
     """The stored table of ``study`` as a pandas DataFrame, sorted by its keys.
 
@@ -556,55 +302,9 @@ def read_keys(paths, keys: set, columns=None) -> pa.Table:
     return pa.concat_tables(tables) if tables else None
 
 
-# --------------------------------------------------------------------------------------------
-# python -m study.storage verify|drop-damaged
-# --------------------------------------------------------------------------------------------
-
-def _studies_in(out: Path) -> list:
-    return sorted(p.name for p in out.iterdir() if (p / "_manifest.json").exists() or (p / COMMITS).is_dir()) \
-        if out.is_dir() else []
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m study.storage",
-        description="Check a study directory's parts against their checksums, or drop the damaged "
-                    "ones so that rerunning the study's command recomputes them.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    v = sub.add_parser("verify", help="check every part of every (or the named) study; exit 1 if any is damaged")
-    v.add_argument("out")
-    v.add_argument("studies", nargs="*")
-    d = sub.add_parser("drop-damaged", help="move damaged batches to <study>/_damaged/ (then rerun the command)")
-    d.add_argument("out")
-    d.add_argument("study")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    if not out.is_dir():
-        parser.error(f"{out} is not a directory")
-    try:
-        if args.command == "drop-damaged":
-            lost = drop_damaged(out, args.study)
-            print(f"{args.study}: {lost} replications to recompute; rerun the study's command")
-            return 0
-        status = 0
-        for study in args.studies or _studies_in(out):
-            report = verify(out, study)
-            bad = report["damaged"] or report["duplicates"]
-            print(f"{study}: {report['commits']} batches, {report['replications']} replications, "
-                  f"{len(report['damaged'])} damaged files, {len(report['duplicates'])} duplicated keys, "
-                  f"{len(report['uncommitted'])} uncommitted parts" + ("" if bad else ": ok"))
-            for path, reason, _, n in report["damaged"]:
-                print(f"  damaged: {path}: {reason} ({n} replications)")
-            for key, a, b in report["duplicates"][:10]:
-                print(f"  duplicate: {'/'.join(map(str, key))} in {a} and {b}")
-            if bad:
-                print(f"  to recover: {recovery_hint(out, study)}")
-                status = 1
-        return status
-    except StorageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["COMMITS", "DAMAGED", "FAILURE_SCHEMA", "INTERVAL_SCHEMA", "KEY_COLUMNS", "LOCK_NAME", "SCHEMAS",
+           "STORAGE_FORMAT", "TRAJECTORY_SCHEMA", "DamagedPart", "DuplicateKeys", "StorageError", "StudyLocked",
+           "atomic_write_bytes", "atomic_write_json", "atomic_write_table", "cleanup", "commit_batch", "commits_dir",
+           "committed", "dataset_dirs", "describe_holder", "drop_damaged", "holds_lock", "load", "lock_path",
+           "manifest_path", "parts", "read_commits", "read_keys", "read_manifest", "recovery_hint", "stored_keys",
+           "study_lock", "verify", "write_manifest"]

@@ -17,7 +17,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, lapack
 from scipy.stats import norm
 
-from .. import _validate as check
+from study.core import _validate as check
 from .likelihood import ComparisonData
 from .mle import cholesky, cholesky_solve, contrast_basis, reduced_hessian_data
 

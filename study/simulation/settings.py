@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
 
-from . import _validate as check
-from .limits import check_replication_size
+from ..core import _validate as check
+from ..core.limits import check_replication_size
+from .graph import GRAPHS, check_edges
 
-METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")  # the paper's five
-BASELINES = ("TS", "MaxInP", "CoLSTIM", "RB-UA")  # from the dueling-bandit literature (docs/baselines.md)
-ALL_METHODS = METHODS + BASELINES
 TIE_BREAKS = ("nearest", "min_norm")
 TRUTHS = ("paired", "identity", "normal")
 
@@ -102,7 +100,6 @@ class Setting:
         if not self.random_truth:
             truth = self.theta_star  # validates shape and finiteness
             check_truth_in_ball(truth, self.gamma)
-        from .graph import GRAPHS, check_edges
         if self.graph not in GRAPHS:
             raise ValueError(f"graph must be one of {GRAPHS}, got {self.graph!r}")
         if self.edges is not None:
@@ -200,11 +197,3 @@ def resolve_setting(setting, **overrides) -> Setting:
         raise ValueError(f"setting must be a name in {sorted(SETTINGS)} or a Setting, got {type(setting).__name__}")
     return base.replace(**overrides) if overrides else base
 
-
-def check_method(method) -> str:
-    """``method`` if it names a policy: one of :data:`ALL_METHODS`, a name registered with
-    :func:`study.register_policy`, or an import path ``"package.module:Name"`` that imports (the
-    import happens here); ``ValueError`` naming it otherwise."""
-    from .policies import resolve_policy
-    resolve_policy(method)
-    return method

@@ -20,28 +20,58 @@ import numpy as np
 from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
-from .environment import BTLEnvironment, seed_sequence
+from ..core.inference import DebiasResult
+from ..policies import Choice, Step, check_method, make_policy
+from .environment import BTLEnvironment
 from .estimator import Estimate
 from .graph import ComparisonGraph
-from .inference import DebiasResult
-from .policies import Choice, Step, make_policy, policy_generator
 from .result import INTERVAL_COLUMNS, INTERVAL_DTYPES, ReplicationResult
-from .settings import check_method, resolve_setting
+from .seeds import policy_generator, seed_sequence
+from .settings import resolve_setting
 
 
 def run_environment(env, method: str, setting, *, policy_seed=None, snapshot_times=(), seed: int = -1,
-                    policy=None) -> ReplicationResult:
-    """Run ``method`` on ``env`` (see :mod:`study.environment`); ``setting`` supplies T0, alpha,
-    gamma, c_lambda, tie_break and the CI grid.  ``policy`` (a factory, i.e. a class or callable
-    taking the setting) replaces the factory that ``method`` names; ``method`` is then the label
-    (and keys the policy's private generator).
+                    policy=None, estimator=None) -> ReplicationResult:
+    """Run ``method`` on an environment.
 
+    Parameters
+    ----------
+    env : environment
+        Any object with the attributes of :mod:`study.simulation.environment` (``n_items, dim, T,
+        M, edges, theta_star, theta0, contexts, compare``), e.g. a
+        :class:`study.simulation.environment.BTLEnvironment` or an LLM replay.
+    method : str
+        A method name (built-in, registered or an import path); with ``policy`` only a label (it
+        also keys the policy's private generator).
+    setting : study.Setting
+        Supplies T0, alpha, gamma, c_lambda, tie_break and the CI grid.
+    policy_seed : SeedSequence or int, optional
+        Seed of the shared uniforms and the policy's generator; default ``env.policy_seed``.
+    snapshot_times : iterable of int
+        Steps t at which (theta(t), debiased result) are kept in ``result.snapshots``.
+    seed : int
+        Recorded in the result.
+    policy : callable, optional
+        A factory (class or callable taking the setting) replacing the one ``method`` names.
+    estimator : callable, optional
+        ``estimator(setting, env)`` returning the shared estimator (default
+        :class:`study.simulation.estimator.Estimate`); the benchmarks pass other ones.
+
+    Returns
+    -------
+    ReplicationResult
+
+    Notes
+    -----
     BLAS is limited to one thread for the run: the matrices are small (<= a few hundred rows),
     where OpenBLAS's threading costs far more than it gains (measured 10-40x slower on 2 cores),
-    and replications are parallelised across processes instead."""
+    and replications are parallelised across processes instead.
+    """
     with threadpool_limits(limits=1, user_api="blas"):
-        return _run(env, method, setting, policy_seed=policy_seed, snapshot_times=snapshot_times, seed=seed,
-                    factory=policy)
+        loop = _Loop(env, method, setting, policy_seed=policy_seed, snapshot_times=snapshot_times, seed=seed,
+                     factory=policy, estimator=estimator)
+        loop.advance(env.T)
+        return loop.result()
 
 
 class _SharedDebias:
@@ -89,7 +119,7 @@ class _Loop:
     """The state of one replication between steps, so that a run can be advanced in stages and
     forked (see :func:`run_environment_methods`)."""
 
-    def __init__(self, env, method, setting, *, policy_seed, snapshot_times, seed, factory=None):
+    def __init__(self, env, method, setting, *, policy_seed, snapshot_times, seed, factory=None, estimator=None):
         if factory is None:
             check_method(method)
         self.started = time.perf_counter()
@@ -100,7 +130,7 @@ class _Loop:
         self.policy_seed = policy_seed if policy_seed is not None else getattr(env, "policy_seed", None)
         self.uniforms = np.random.default_rng(self.policy_seed).random((T, 4))
         self.rng = policy_generator(self.policy_seed, method)
-        self.estimate = Estimate(setting, env)
+        self.estimate = (estimator or Estimate)(setting, env)
         self.debiased = _SharedDebias(self.estimate, self.graph)
         self.theta_star = env.theta_star
         self.star_scale = float(np.linalg.norm(self.theta_star, axis=1).max()) or 1.0
@@ -179,21 +209,12 @@ class _Loop:
                       "regret": self.regret, "avg_regret": np.cumsum(self.regret) / steps,
                       "rel_error": self.rel_error, "pair_regret": self.pair_regret,
                       "avg_pair_regret": np.cumsum(self.pair_regret) / steps}
-        result = ReplicationResult(setting=self.setting, method=self.method, seed=self.seed, trajectory=trajectory,
-                                   intervals=intervals, edges=np.asarray(self.env.edges),
-                                   graph_draws=int(getattr(self.env, "graph_draws", 0)),
-                                   seconds=time.perf_counter() - self.started,
-                                   theta_final=self.estimate.theta.copy(), ci_available_from=self.ci_from)
-        result.snapshots = self.snapshots
-        result.newton_steps = self.estimate.newton_steps
-        return result
-
-
-def _run(env, method, setting, *, policy_seed, snapshot_times, seed, factory=None) -> ReplicationResult:
-    loop = _Loop(env, method, setting, policy_seed=policy_seed, snapshot_times=snapshot_times, seed=seed,
-                 factory=factory)
-    loop.advance(env.T)
-    return loop.result()
+        return ReplicationResult(setting=self.setting, method=self.method, seed=self.seed, trajectory=trajectory,
+                                 intervals=intervals, edges=np.asarray(self.env.edges),
+                                 graph_draws=int(getattr(self.env, "graph_draws", 0)),
+                                 seconds=time.perf_counter() - self.started,
+                                 theta_final=self.estimate.theta.copy(), ci_available_from=self.ci_from,
+                                 snapshots=self.snapshots, newton_steps=int(getattr(self.estimate, "newton_steps", 0)))
 
 
 def shared_prefix(policy_a, policy_b) -> int:
@@ -234,14 +255,42 @@ def run_environment_methods(env, methods, setting, *, seed: int = -1) -> dict:
 
 
 def run_replication(setting, method, seed, **overrides) -> ReplicationResult:
-    """Run one replication of ``method`` in ``setting`` (a name in :data:`study.SETTINGS` or a
-    :class:`study.Setting`; keyword overrides replace its fields) with environment seed ``seed``
-    (int or SeedSequence).  ``method`` is a name of :data:`study.settings.ALL_METHODS` ("RB", "ERA",
-    "ETA", "BT-UCB1", "BT-UCB2", "TS", "MaxInP", "CoLSTIM", "RB-UA"), a name registered with
-    :func:`study.register_policy`, or an import path ``"package.module:Name"``.  Two
-    override-like keywords: ``snapshot_times`` stores (theta(t), debias result) at those t in
-    ``result.snapshots``; ``policy`` (a factory) replaces the one ``method`` names (the engine
-    ships registered factories to its workers this way)."""
+    """Run one replication of ``method`` in ``setting`` with environment seed ``seed``.
+
+    Parameters
+    ----------
+    setting : str or study.Setting
+        A name in :data:`study.SETTINGS` ("A", "B") or a :class:`study.Setting`.
+    method : str
+        A built-in method (:data:`study.ALL_METHODS`: "RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2",
+        "TS", "MaxInP", "CoLSTIM", "RB-UA"), a name registered with :func:`study.register_policy`,
+        or an import path ``"package.module:Name"``.
+    seed : int or numpy.random.SeedSequence
+        The environment's seed: the same seed gives every method the same graph, theta(0),
+        contexts and uniforms (common random numbers).
+    **overrides
+        Setting fields to replace (e.g. ``M=80, T=1000``), and two more keywords:
+        ``snapshot_times`` keeps (theta(t), debiased result) at those t in ``result.snapshots``;
+        ``policy`` (a factory) replaces the one ``method`` names (the runner ships registered
+        factories to its workers this way).
+
+    Returns
+    -------
+    ReplicationResult
+        ``result.to_frame()`` gives the trajectory and interval tables.
+
+    Raises
+    ------
+    ValueError
+        An unknown setting, method or field, or a value out of range, before any work starts.
+
+    Examples
+    --------
+    >>> import study
+    >>> r = study.run_replication("A", "RB", seed=7, T=40, T0=20)
+    >>> r.to_frame()["trajectory"].shape
+    (40, 9)
+    """
     snapshot_times = overrides.pop("snapshot_times", ())
     factory = overrides.pop("policy", None)
     if factory is None:

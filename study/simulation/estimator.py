@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .inference import DebiasResult, debias_data
-from .likelihood import ComparisonData
-from .mle import identified, new_row_term, solve
+from ..core.inference import DebiasResult, debias_data
+from ..core.likelihood import ComparisonData
+from ..core.mle import identified, new_row_term, solve
 
 
 class Estimate:

@@ -2,18 +2,19 @@
 the same run, a naive reference estimator — scipy L-BFGS refitted from a cold start at every
 step on the full trajectory, the way typical research code does it — with the speed-up ratio.
 
-    python -m study.bench                # all methods, naive reference for RB
-    python -m study.bench --naive all    # naive reference for every method (slow)
-    python -m study.bench --breakdown    # where a replication's time goes, by estimation regime
-    python -m study.bench --batching     # what batching replications into the same numpy calls would buy
-    python -m study.bench --row-space    # stage 1's unidentified refits solved on the row space instead
-    python -m study.bench --scale        # seconds per replication as n grows, current vs replaced core
+    python -m benchmarks.bench                # all methods, naive reference for RB
+    python -m benchmarks.bench --naive all    # naive reference for every method (slow)
+    python -m benchmarks.bench --breakdown    # where a replication's time goes, by estimation regime
+    python -m benchmarks.bench --batching     # what batching replications into the same numpy calls would buy
+    python -m benchmarks.bench --row-space    # stage 1's unidentified refits solved on the row space instead
+    python -m benchmarks.bench --scale        # seconds per replication as n grows, current vs replaced core
+
+Run from the repository's root (the benchmarks are not installed with the package).
 """
 from __future__ import annotations
 
 import argparse
 import time
-from contextlib import contextmanager
 
 import numpy as np
 from scipy.linalg import lapack
@@ -21,14 +22,17 @@ from scipy.optimize import minimize
 from scipy.special import expit
 from threadpoolctl import threadpool_limits
 
-from . import replication
-from .contrasts import from_reduced, to_reduced
-from .environment import BTLEnvironment
+from study.core.contrasts import from_reduced, to_reduced
+from study.policies import METHODS
+from study.simulation.environment import BTLEnvironment
+from study.simulation.estimator import Estimate
+from study.simulation.replication import run_environment
+from study.simulation.settings import SETTINGS
+
 from .legacy.estimator import Estimate as LegacyEstimate
-from .settings import METHODS, SETTINGS
 
 
-class NaiveEstimate(replication.Estimate):
+class NaiveEstimate(Estimate):
     """Cold-start L-BFGS refit of the same objectives (stage 1: box |theta_ik| <= gamma/sqrt(d),
     the usual L-BFGS-B stand-in for the ball; stage 2: ridge), loss and gradient vectorised."""
 
@@ -51,27 +55,15 @@ class NaiveEstimate(replication.Estimate):
         self.theta = theta - theta.mean(axis=0)
 
 
-@contextmanager
-def estimator(cls):
-    """Run replications with ``cls`` in place of :class:`replication.Estimate` inside the block."""
-    original = replication.Estimate
-    replication.Estimate = cls
-    try:
-        yield cls
-    finally:
-        replication.Estimate = original
-
-
 def time_replication(setting_name, method, seed, naive=False):
     setting = SETTINGS[setting_name].replace(ci_every=0)
     env = BTLEnvironment(setting, seed)
-    with estimator(NaiveEstimate if naive else replication.Estimate):
-        started = time.perf_counter()
-        result = replication.run_environment(env, method, setting, seed=seed)
-        return time.perf_counter() - started, result
+    started = time.perf_counter()
+    result = run_environment(env, method, setting, seed=seed, estimator=NaiveEstimate if naive else Estimate)
+    return time.perf_counter() - started, result
 
 
-class TimedEstimate(replication.Estimate):
+class TimedEstimate(Estimate):
     """The study's estimator, timing each refit by regime and each debiased fit (the latest
     instance is ``TimedEstimate.last``)."""
 
@@ -114,15 +106,14 @@ def breakdown(setting_name, method, seeds, M=None):
     setting = SETTINGS[setting_name] if M is None else SETTINGS[setting_name].replace(M=M)
     seconds = dict.fromkeys(REGIMES + ("total",), 0.0)
     steps = dict.fromkeys(REGIMES, 0)
-    with estimator(TimedEstimate):
-        for seed in seeds:
-            env = BTLEnvironment(setting, seed)
-            started = time.perf_counter()
-            replication.run_environment(env, method, setting, seed=seed)
-            seconds["total"] += time.perf_counter() - started
-            for regime in REGIMES:
-                seconds[regime] += TimedEstimate.last.seconds[regime]
-                steps[regime] += TimedEstimate.last.steps[regime]
+    for seed in seeds:
+        env = BTLEnvironment(setting, seed)
+        started = time.perf_counter()
+        run_environment(env, method, setting, seed=seed, estimator=TimedEstimate)
+        seconds["total"] += time.perf_counter() - started
+        for regime in REGIMES:
+            seconds[regime] += TimedEstimate.last.seconds[regime]
+            steps[regime] += TimedEstimate.last.steps[regime]
     count = len(seeds)
     return ({k: v / count for k, v in seconds.items()}, {k: v / count for k, v in steps.items()})
 
@@ -204,7 +195,7 @@ def row_space_trial(setting_name="B", seeds=(11, 12)):
     setting = SETTINGS[setting_name].replace(ci_every=0, T=SETTINGS[setting_name].T0)
     cases = []
 
-    class Capturing(replication.Estimate):
+    class Capturing(Estimate):
         def update(self, t, *args):
             previous, before = self.theta.copy(), self.multipliers
             started = time.perf_counter()
@@ -216,9 +207,8 @@ def row_space_trial(setting_name="B", seeds=(11, 12)):
                 design = np.array([d.reduced_row(k) for k in range(d.t)])
                 cases.append((design, d.m[: d.t].copy(), d.wins[: d.t].copy(), previous, self.theta.copy(), seconds))
 
-    with estimator(Capturing):
-        for seed in seeds:
-            replication.run_environment(BTLEnvironment(setting, seed), "RB", setting)
+    for seed in seeds:
+        run_environment(BTLEnvironment(setting, seed), "RB", setting, estimator=Capturing)
     core = trial = steps = worst = 0.0
     for design, m, wins, previous, theta, seconds in cases:
         started = time.perf_counter()
@@ -246,18 +236,17 @@ def scale_times(n_items, cls, seeds, method="RB"):
     """Seconds and final regret of each replication of ``method`` at ``n_items`` with estimator ``cls``."""
     setting = scale_setting(n_items)
     out = []
-    with estimator(cls):
-        for seed in seeds:
-            env = BTLEnvironment(setting, seed)
-            started = time.perf_counter()
-            result = replication.run_environment(env, method, setting, seed=seed)
-            out.append((time.perf_counter() - started, result.final_regret))
+    for seed in seeds:
+        env = BTLEnvironment(setting, seed)
+        started = time.perf_counter()
+        result = run_environment(env, method, setting, seed=seed, estimator=cls)
+        out.append((time.perf_counter() - started, result.final_regret))
     return out
 
 
 def print_scale(args):
     print("RB, d = 10, M = 50, T = 300, T0 = 120, p = 2 log(n)/n; seconds per replication (ms per step); "
-          f"mean of {args.reps} replications per n for the current core; the replaced core (study.legacy) "
+          f"mean of {args.reps} replications per n for the current core; the replaced core (benchmarks.legacy) "
           "on the first of them (speed-up on that replication)")
     print(f"{'n':>5}{'params':>8}{'current':>19}{'vs n=10':>9}{'replaced core':>20}{'vs n=10':>9}{'speed-up':>10}"
           "   R(T) current / replaced")
@@ -265,7 +254,7 @@ def print_scale(args):
     with threadpool_limits(limits=1, user_api="blas"):
         for n in args.items:
             seeds = [args.seed + k for k in range(args.reps)]
-            new = scale_times(n, replication.Estimate, seeds)
+            new = scale_times(n, Estimate, seeds)
             mean = float(np.mean([s for s, _ in new]))
             base.setdefault("new", mean)
             setting = scale_setting(n)

@@ -1,5 +1,5 @@
 """Environments: what a policy interacts with.  Any object with these attributes runs through
-:func:`study.replication.run_environment`:
+:func:`study.simulation.replication.run_environment`:
 
     n_items, dim, T, M : int
     edges       : (E, 2) int array, the comparison graph (connected unless the setting's
@@ -21,14 +21,8 @@ import numpy as np
 from scipy.special import expit
 
 from .graph import check_edges, erdos_renyi, raw_erdos_renyi
+from .seeds import seed_sequence
 
-
-def seed_sequence(seed) -> np.random.SeedSequence:
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or a numpy SeedSequence, got {seed!r}")
-    return np.random.SeedSequence(int(seed))
 
 
 class BTLEnvironment:

@@ -15,14 +15,15 @@
 """
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 
 import numpy as np
 
-from . import engine
-from .llm.byo import safe_label
-from .settings import ALL_METHODS as METHODS  # the paper's five, then the baselines; others after
+from ..llm.byo import safe_label
+from ..policies import ALL_METHODS as METHOD_ORDER  # the paper's five, then the baselines; others after
+from . import storage
+from .stored import stored_studies
 
 METHOD_STYLE = {
     "RB": {"color": "#d62728", "lw": 2.2, "zorder": 5, "label": "RB (proposed)"},
@@ -48,21 +49,22 @@ def _plt():
 
 
 def _save(fig, directory: Path, stem: str) -> list:
+    """``stem.pdf`` and ``stem.png`` under ``directory``, each written atomically."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext, kw in (("pdf", {}), ("png", {"dpi": 150})):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=ext, **kw)
         path = directory / f"{stem}.{ext}"
-        tmp = directory / f"_tmp-{os.getpid()}-{stem}.{ext}"
-        fig.savefig(tmp, format=ext, **kw)
-        os.replace(tmp, path)
+        storage.atomic_write_bytes(buffer.getvalue(), path)
         paths.append(path)
     return paths
 
 
-def trajectory_stats(out, study) -> "pd.DataFrame":
+def trajectory_stats(out, study):
     """Mean, SD and count over replications of R(t) and the relative error, per (setting,
-    method, M, T0, T, t)."""
-    df = engine.load(out, study, columns=["T0", "T", "avg_regret", "rel_error", "avg_pair_regret"])
+    method, M, T0, T, t), as a DataFrame."""
+    df = storage.load(out, study, columns=["T0", "T", "avg_regret", "rel_error", "avg_pair_regret"])
     if df.empty:
         return df
     g = df.groupby(["setting", "method", "M", "T0", "T", "t"], sort=True, observed=True)
@@ -77,7 +79,7 @@ def trajectory_stats(out, study) -> "pd.DataFrame":
 
 def _methods_in(frame):
     present = list(dict.fromkeys(frame["method"]))
-    return [m for m in METHODS if m in present] + [m for m in present if m not in METHODS]
+    return [m for m in METHOD_ORDER if m in present] + [m for m in present if m not in METHOD_ORDER]
 
 
 def _curve_panel(ax, frame, metric, ylabel, T0=None):
@@ -146,10 +148,11 @@ def baselines_figures(out, study="baselines", directory=None) -> list:
     methods, +/- 2 Monte Carlo SE bands."""
     plt = _plt()
     directory, stats, groups = _cell_groups(out, study, directory)
+    replay = bool(((storage.read_manifest(out, study) or {}).get("fingerprint") or {}).get("replay"))
     paths = []
     for (setting, M, T0, T), frame in groups:
         n = int(frame["n"].max())
-        name = "LLM replay (GENERATED judgments)" if study == "llm_baselines" else f"Setting {setting}"
+        name = "LLM replay (GENERATED judgments)" if replay else f"Setting {setting}"
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
         _curve_panel(axes[0], frame, "reg", "average regret R(t) (log scale)", T0)
         _curve_panel(axes[1], frame, "pair", "average pair regret (log scale)", T0)
@@ -158,7 +161,7 @@ def baselines_figures(out, study="baselines", directory=None) -> list:
         axes[1].set_title("regret of the pair: mean of both items")
         axes[2].set_title(r"$\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$")
         axes[0].legend(loc="best", fontsize=7, framealpha=0.9)
-        fig.suptitle(f"{name} (M={M}, T0={T0}, T={T}): nine methods, mean over {n} replications, "
+        fig.suptitle(f"{name} (M={M}, T0={T0}, T={T}): {frame['method'].nunique()} methods, mean over {n} replications, "
                      f"bands = $\\pm$2 MC SE", fontsize=10)
         fig.tight_layout()
         paths += _save(fig, directory, f"{study}_{setting}")
@@ -236,7 +239,7 @@ def coverage_stats(out, study="coverage", min_fraction=0.9):
     """Per (setting, method, M, t, item, dim): empirical coverage over replications, and the
     number of replications with a CI at t.  Grid times where fewer than ``min_fraction`` of the
     replications have a CI are dropped (the CI exists once the information matrix is invertible)."""
-    df = engine.load(out, study, "intervals", columns=["covered"])
+    df = storage.load(out, study, "intervals", columns=["covered"])
     if df.empty:
         return df, {}
     reps = df.groupby(["setting", "method", "M"], observed=True)["rep"].nunique().to_dict()
@@ -254,7 +257,7 @@ def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
     paths = []
     if cell.empty:
         return paths
-    stored = engine.stored_keys(out, study)
+    stored = storage.stored_keys(out, study)
     for (setting, method, M), frame in cell.groupby(["setting", "method", "M"], sort=True):
         n_reps = reps[(setting, method, M)]
         items = sorted(frame["item"].unique())
@@ -334,52 +337,9 @@ MAX_DIAGRAM_MODELS = 12  # more models than this make an unreadable diagram (the
 
 
 def diagrams_path(out, study) -> Path:
-    return engine.dataset_dirs(out, study)["trajectory"] / DIAGRAMS_FILE
-
-
-def _fingerprint_sha(plan) -> str:
-    import hashlib
-    import json
-    return hashlib.sha256(json.dumps(plan.fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
-
-
-def store_diagram_panels(out, plan, method="RB", log=None):
-    """Compute (in this process, no Ray) and store the ranking-diagram snapshots of ``plan``: one
-    ``method`` replication with the seed of replication 0 (the environment every method's
-    replication 0 sees), theta(t) and the debiased (theta_d, Phi_11) at t = 200, 400, ..., 1600
-    (:func:`study.llm.runs.diagram_times`).  Skipped (returns None) when they are already stored
-    for this configuration or the replay has too many models for a diagram."""
-    from .llm.runs import diagram_panels, diagram_times
-    cell = plan.cells[0]
-    setting = cell.resolve()
-    if cell.base is None or setting.n_items > MAX_DIAGRAM_MODELS:
-        return None
-    path = diagrams_path(out, plan.study)
-    sha = _fingerprint_sha(plan)
-    if path.exists():
-        with np.load(path, allow_pickle=False) as stored:
-            if str(stored["fingerprint_sha256"]) == sha:
-                return None
-    seed = plan.seed(cell.setting, 0)
-    times = diagram_times(setting.T)
-    if log is not None:
-        log(f"[{plan.study}] ranking-diagram snapshots: one {method} replication (seed {seed}, T={setting.T}) "
-            "in this process")
-    point, ci, env = diagram_panels(seed, setting, method, times, replay=plan.replicate)
-    n, d = setting.n_items, setting.dim
-    has_ci = np.array([ci[t] is not None for t in times])
-    theta_d = np.stack([ci[t][0] if ci[t] is not None else np.zeros((n, d)) for t in times])
-    phi11 = np.stack([ci[t][1] if ci[t] is not None else np.zeros((n * d, n * d)) for t in times])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"_tmp-{os.getpid()}-{DIAGRAMS_FILE}")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, times=np.array(times), point=np.stack([point[t] for t in times]), has_ci=has_ci,
-                 theta_d=theta_d, phi11=phi11, contexts=np.asarray(env.question_contexts, dtype=float),
-                 labels=np.array([str(x) for x in getattr(env, "labels", env.models)]), method=np.array(method),
-                 seed=np.array(seed, dtype=np.int64), T=np.array(setting.T), T0=np.array(setting.T0),
-                 M=np.array(setting.M), fingerprint_sha256=np.array(sha))
-    os.replace(tmp, path)
-    return path
+    """Where the ranking-diagram snapshots of a replay study are stored
+    (:func:`study.runner.panels.store_diagram_panels` writes them)."""
+    return storage.dataset_dirs(out, study)["trajectory"] / DIAGRAMS_FILE
 
 
 def load_diagram_panels(out, study):
@@ -399,12 +359,12 @@ def load_diagram_panels(out, study):
 def replay_figures(out, study, directory=None) -> list:
     """``<study>_regret`` from the Parquet and, when snapshots are stored, ``<study>_diagrams`` and
     ``<study>_diagrams_ci``; captions say which data are real and which are generated."""
-    from .llm.diagrams import plot_ranking_diagrams
+    from ..llm.diagrams import plot_ranking_diagrams
     plt = _plt()
     out = Path(out)
     directory = Path(directory or out / "figures")
     text = dict(REPLAY_TEXT[study])
-    replay = ((engine.read_manifest(out, study) or {}).get("fingerprint") or {}).get("replay") or {}
+    replay = ((storage.read_manifest(out, study) or {}).get("fingerprint") or {}).get("replay") or {}
     if study == "byo" and replay:
         text["caption"] += (f" The file: {replay.get('n_models')} models, {replay.get('n_questions')} questions, "
                             f"{replay.get('n_judgments')} judgments (SHA-256 {str(replay.get('judgments_sha256'))[:12]}...).")
@@ -436,20 +396,19 @@ def replay_figures(out, study, directory=None) -> list:
     return paths
 
 
+FIGURES = {"regret": lambda out, study: regret_figures(out, study),
+           "coverage": lambda out, study: coverage_figures(out, study),
+           "msweep": lambda out, study: msweep_figures(out, study),
+           "replay": lambda out, study: replay_figures(out, study),
+           "baselines": lambda out, study: baselines_figures(out, study)}
+
+
 def draw_all(out) -> list:
-    """Every figure whose study is stored under ``out``."""
-    out = Path(out)
+    """Every figure of every study stored under ``out`` (by the figure family its manifest names);
+    returns the paths written."""
     paths = []
-    if engine._parts(engine.dataset_dirs(out, "regret")["trajectory"]):
-        paths += regret_figures(out, "regret")
-    if engine._parts(engine.dataset_dirs(out, "coverage")["intervals"]):
-        paths += coverage_figures(out, "coverage")
-    if engine._parts(engine.dataset_dirs(out, "msweep")["trajectory"]):
-        paths += msweep_figures(out, "msweep")
-    for study in engine.REPLAY_STUDIES:
-        if engine._parts(engine.dataset_dirs(out, study)["trajectory"]):
-            paths += replay_figures(out, study)
-    for study in engine.BASELINE_STUDIES:
-        if engine._parts(engine.dataset_dirs(out, study)["trajectory"]):
-            paths += baselines_figures(out, study)
+    for study, kind in stored_studies(out):
+        dirs = storage.dataset_dirs(out, study)
+        if kind in FIGURES and (storage.parts(dirs["trajectory"]) or storage.parts(dirs["intervals"])):
+            paths += FIGURES[kind](out, study)
     return paths

@@ -1,0 +1,2 @@
+"""The package version (one home: pyproject.toml reads it from here)."""
+__version__ = "0.1.0"

@@ -1,0 +1,62 @@
+"""``python -m study.results verify OUT [STUDY ...]`` and ``python -m study.results drop-damaged OUT STUDY``:
+check a study directory's parts against their checksums, or set the damaged batches aside so that
+rerunning the study's command recomputes them."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import RECOVERY_COMMAND, StorageError, recovery_hint
+from .files import COMMITS
+from .storage import drop_damaged, verify
+
+
+def _studies_in(out: Path) -> list:
+    return sorted(p.name for p in out.iterdir() if (p / "_manifest.json").exists() or (p / COMMITS).is_dir()) \
+        if out.is_dir() else []
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=RECOVERY_COMMAND,
+        description="Check a study directory's parts against their checksums, or drop the damaged "
+                    "ones so that rerunning the study's command recomputes them.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("verify", help="check every part of every (or the named) study; exit 1 if any is damaged")
+    v.add_argument("out")
+    v.add_argument("studies", nargs="*")
+    d = sub.add_parser("drop-damaged", help="move damaged batches to <study>/_damaged/ (then rerun the command)")
+    d.add_argument("out")
+    d.add_argument("study")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if not out.is_dir():
+        parser.error(f"{out} is not a directory")
+    try:
+        if args.command == "drop-damaged":
+            lost = drop_damaged(out, args.study)
+            print(f"{args.study}: {lost} replications to recompute; rerun the study's command")
+            return 0
+        status = 0
+        for study in args.studies or _studies_in(out):
+            report = verify(out, study)
+            bad = report["damaged"] or report["duplicates"]
+            print(f"{study}: {report['commits']} batches, {report['replications']} replications, "
+                  f"{len(report['damaged'])} damaged files, {len(report['duplicates'])} duplicated keys, "
+                  f"{len(report['uncommitted'])} uncommitted parts" + ("" if bad else ": ok"))
+            for path, reason, _, n in report["damaged"]:
+                print(f"  damaged: {path}: {reason} ({n} replications)")
+            for key, a, b in report["duplicates"][:10]:
+                print(f"  duplicate: {'/'.join(map(str, key))} in {a} and {b}")
+            if bad:
+                print(f"  to recover: {recovery_hint(out, study)}")
+                status = 1
+        return status
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

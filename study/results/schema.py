@@ -1,0 +1,49 @@
+"""The stored tables' schemas and key (one row per replication and step; intervals and failures).
+
+Trajectories::
+
+    study str, setting str, method str, M int32, T0 int32, T int32, rep int32, seed int64,
+    t int32, major int32, other int32, explored bool, regret float64, avg_regret float64,
+    rel_error float64, pair_regret float64, avg_pair_regret float64
+
+``setting`` is the base setting name ("A", "B"); overrides given with ``--set`` are recorded in the
+manifest.  ``major``/``other`` are the compared items (0-based), ``explored`` marks an exploration
+step, ``regret`` the per-step regret, ``avg_regret`` R(t) = (1/t) sum_{s<=t} regret_s,
+``rel_error`` max_i ||theta*_i - theta_i(t)|| / max_i ||theta*_i||, ``pair_regret`` the regret of
+the compared pair ((x'theta*_best - x'theta*_i) + (x'theta*_best - x'theta*_j)) / 2 and
+``avg_pair_regret`` its running average.  Intervals (one row per grid time, item and dimension
+from the first grid time the debiased CI exists)::
+
+    study str, setting str, method str, M int32, rep int32, seed int64, t int32, item int32,
+    dim int32, estimate float64, se float64, lower float64, upper float64, truth float64,
+    covered bool
+
+Failures: ``study, setting, method, M, rep, seed, error, traceback, run_id``.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+STORAGE_FORMAT = 2  # 2: commit records with checksums, shared seed namespace, pair-regret columns
+KEY_COLUMNS = ("setting", "method", "M", "rep")
+_INT32 = pa.int32()
+TRAJECTORY_SCHEMA = pa.schema([
+    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
+    ("M", _INT32), ("T0", _INT32), ("T", _INT32), ("rep", _INT32), ("seed", pa.int64()),
+    ("t", _INT32), ("major", _INT32), ("other", _INT32), ("explored", pa.bool_()),
+    ("regret", pa.float64()), ("avg_regret", pa.float64()), ("rel_error", pa.float64()),
+    ("pair_regret", pa.float64()), ("avg_pair_regret", pa.float64()),
+])
+INTERVAL_SCHEMA = pa.schema([
+    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
+    ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()),
+    ("t", _INT32), ("item", _INT32), ("dim", _INT32), ("estimate", pa.float64()),
+    ("se", pa.float64()), ("lower", pa.float64()), ("upper", pa.float64()),
+    ("truth", pa.float64()), ("covered", pa.bool_()),
+])
+FAILURE_SCHEMA = pa.schema([
+    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
+    ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()), ("error", pa.string()),
+    ("traceback", pa.string()), ("run_id", pa.string()),
+])
+SCHEMAS = {"trajectory": TRAJECTORY_SCHEMA, "intervals": INTERVAL_SCHEMA, "failures": FAILURE_SCHEMA}

@@ -1,0 +1,103 @@
+"""The catalogue of studies: what each study runs by default, and its seed namespace.
+
+A *study* is a grid of *cells* -- (setting, method, M) with the setting's overrides -- times
+``reps`` replications (:mod:`study.runner.plan`).  The paper's simulation studies (``regret``,
+``coverage``, ``msweep``) share one seed namespace, so replication r of Setting A is the same
+environment in all three and identical cells are computed once (:mod:`study.runner.reuse`).  The
+*replay* studies (``llm``, ``arena``, ``byo``: the LLM-ranking application, :mod:`study.llm`) build
+their one setting from data through their ``source``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..policies import ALL_METHODS, METHODS
+
+DEFAULT_SEED = 20250101
+STUDY_NAMES = ("regret", "coverage", "msweep")  # the paper's simulation studies (jobs/paper.py)
+REPLAY_STUDIES = ("llm", "arena", "byo")  # the LLM-ranking application (jobs/llm_ranking.py)
+BASELINE_STUDIES = ("baselines", "llm_baselines")  # jobs/baselines.py
+# The simulation studies share their replications' seeds; the namespace is the regret study's, so
+# that its replications (and so every earlier reference of it) stay what they were.
+PAPER_SEED_NAMESPACE = "regret"
+MAX_REPS = 1_000_000  # per cell: 10^6 replications of T = 500 steps are ~5e8 stored rows already
+
+
+@dataclass(frozen=True)
+class StudyDefaults:
+    """A study's defaults.
+
+    ``figures`` names the figure family that :func:`study.results.figures.draw_all` draws for it
+    (recorded in the study's manifest). A replay study's ``source`` is a ``"module:function"``
+    returning, for a setting name and the source options of :func:`study.runner.make_plan`, an
+    object with ``setting`` (the base Setting), ``replicate`` (the hook), ``provenance`` (a dict
+    that joins the fingerprint) and ``fixed_fields`` (Setting fields a user may not override)."""
+
+    settings: tuple
+    methods: tuple
+    reps: int
+    overrides: dict
+    figures: str
+    title: str
+    m_values: dict | None = None  # msweep only: base setting name -> tuple of M
+    description: str = ""
+    source: str | None = None
+    # a study that replays another study's environments: its seeds (and so its identical cells,
+    # which are then copied instead of recomputed) are that study's
+    seed_namespace: str | None = None
+
+
+_REPLAY_SOURCE = "study.llm.runs:replay_source"
+
+STUDIES = {
+    "regret": StudyDefaults(
+        title="Regret study (paper Figure 1)",
+        settings=("A", "B"), methods=METHODS, reps=200, overrides={"ci_every": 0}, figures="regret",
+        seed_namespace=PAPER_SEED_NAMESPACE,
+        description="Regret and estimation error, Settings A and B, all five methods (paper Figure 1)."),
+    "coverage": StudyDefaults(
+        title="Coverage study (paper Figures 2–3)",
+        settings=("A", "B"), methods=("RB",), reps=500, overrides={"ci_every": 10}, figures="coverage",
+        seed_namespace=PAPER_SEED_NAMESPACE,
+        description="Coverage of the 95% debiased CIs on a t grid, RB (paper Figures 2-3)."),
+    "msweep": StudyDefaults(
+        title="M-sweep (paper appendix)",
+        settings=("A", "B"), methods=METHODS, reps=200, overrides={"ci_every": 0}, figures="msweep",
+        m_values={"A": (1, 10, 20, 30), "B": (20, 50, 80)}, seed_namespace=PAPER_SEED_NAMESPACE,
+        description="Regret and error as the per-step comparison budget M varies (paper appendix)."),
+    "llm": StudyDefaults(
+        title="LLM ranking replay (real MMLU anatomy prompts and embeddings, GENERATED judgments)",
+        settings=("llm",), methods=METHODS, reps=50, overrides={"ci_every": 0}, figures="replay",
+        source=_REPLAY_SOURCE,
+        description="LLM ranking replay: five LLMs on 100 MMLU anatomy questions, GENERATED judgments "
+                    "(paper section 'Applications to Language Model Ranking')."),
+    "arena": StudyDefaults(
+        title="Chatbot Arena replay (129 models, real votes)",
+        settings=("arena",), methods=METHODS, reps=50, overrides={"ci_every": 0}, figures="replay",
+        source=_REPLAY_SOURCE, description="Chatbot Arena replay: 129 models, real human votes, d = 1."),
+    "byo": StudyDefaults(
+        title="Bring-your-own judgments replay",
+        settings=("byo",), methods=METHODS, reps=50, overrides={"ci_every": 0}, figures="replay",
+        source=_REPLAY_SOURCE,
+        description="Bring-your-own judgments replay (a CSV/Parquet file of pairwise judgments)."),
+    "baselines": StudyDefaults(
+        title="Beyond the paper: the literature's baselines, Settings A and B (docs/baselines.md)",
+        settings=("A", "B"), methods=ALL_METHODS, reps=200, overrides={"ci_every": 0}, figures="baselines",
+        seed_namespace=PAPER_SEED_NAMESPACE,
+        description="The paper's five methods against four contextual dueling-bandit baselines (TS, MaxInP, "
+                    "CoLSTIM, RB-UA), Settings A and B (docs/baselines.md)."),
+    "llm_baselines": StudyDefaults(
+        title="Beyond the paper: the literature's baselines on the LLM replay (GENERATED judgments)",
+        settings=("llm",), methods=ALL_METHODS, reps=50, overrides={"ci_every": 0}, figures="baselines",
+        source=_REPLAY_SOURCE, seed_namespace="llm",
+        description="The nine methods on the LLM-ranking replay (GENERATED judgments; docs/baselines.md)."),
+}
+
+
+def seed_namespace(study: str) -> str:
+    """The seed namespace of ``study``: ``"regret"`` for the simulation studies and the baselines
+    study (so replication r of setting A is the same environment in all of them, and identical
+    cells are computed once), the replayed study's for ``llm_baselines``, the study's own name
+    otherwise."""
+    spec = STUDIES.get(study)
+    return (spec.seed_namespace if spec is not None else None) or study

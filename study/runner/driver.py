@@ -1,0 +1,357 @@
+"""The driver: run (or resume) a plan on Ray, writing checksummed Parquet under ``out``.
+
+Resume: a rerun computes only the keys missing from the trajectory dataset (failed replications
+are therefore retried).  If the stored manifest's fingerprint differs from the requested one the
+driver refuses (:class:`study.runner.fingerprint.ConfigMismatch`) unless ``fresh``, which deletes
+this study's three datasets first.  Identical cells stored by another study are copied
+(:mod:`study.runner.reuse`).  Storage is :mod:`study.results.storage`, the Ray connection
+:mod:`study.runner.rayconn`, the tasks :mod:`study.runner.worker`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+import shutil
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..results import storage
+from ..results.storage import dataset_dirs
+from . import manifest as manifests
+from .batching import BatchSize, batches, choose_batch_size
+from .fingerprint import check_stored
+from .progress import Interrupts, Progress
+from .rayconn import connect
+from .reuse import copy_reused, count_reusable, reusable
+from .worker import WithFactories, as_cells, lost_batch, remote_run_batch
+from .writer import Writer
+
+FLUSH_SECONDS = 1.0  # finished replications are committed to disk at most this long after arrival
+WAIT_SECONDS = 0.5   # the driver loop wakes at least this often (signals, flushes)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How :func:`run_study` runs a plan.  Only ``replicate`` can change a number of the results.
+
+    Attributes
+    ----------
+    address : str, optional
+        Ray cluster to join: ``"auto"``, ``"HOST:PORT"`` or ``"ray://HOST:PORT"``; default
+        ``RAY_ADDRESS`` if set, else an embedded local Ray (:func:`study.runner.rayconn.connect`).
+    num_cpus : int, optional
+        CPUs of an embedded local Ray (default: all).
+    fresh : bool
+        Delete this study's stored results first.
+    replicate : callable, optional
+        ``replicate(setting, method, seed) -> ReplicationResult``; default the plan's hook (replay
+        studies) or :func:`study.run_replication`.  It must be importable on the workers; it is
+        pickled once and shipped through the object store, with any data it carries.
+    record_intervals : bool, optional
+        Store the CI rows; default: when some cell has ``ci_every > 0``.
+    batch_size : int, optional
+        Replications per task (default adaptive, :class:`study.runner.batching.BatchSize`).
+    max_in_flight : int, optional
+        Tasks submitted and not yet gathered (default 2 per CPU + 2).
+    progress : bool
+        A progress bar on a terminal, progress lines otherwise.
+    flush_rows, flush_seconds : int, float
+        Finished work is committed once this many rows or seconds have accumulated.
+    stop_after_batches : int, optional
+        Stop after this many tasks are gathered (simulates an interruption; used by the tests).
+    reuse : bool
+        Copy identical cells stored by another study of the same seed namespace.
+    handle_signals : bool
+        SIGINT/SIGTERM stop the run cleanly (from the main thread only).
+    init_timeout : float, optional
+        Seconds to join a cluster before giving up with ``ConnectionError``.
+    log : callable, optional
+        ``log(message)``; default: print to stderr.
+    """
+
+    address: str | None = None
+    num_cpus: int | None = None
+    fresh: bool = False
+    replicate: Callable | None = None
+    record_intervals: bool | None = None
+    batch_size: int | None = None
+    max_in_flight: int | None = None
+    progress: bool = True
+    flush_rows: int = 500_000
+    flush_seconds: float = FLUSH_SECONDS
+    stop_after_batches: int | None = None
+    reuse: bool = True
+    handle_signals: bool = True
+    init_timeout: float | None = None
+    log: Callable | None = None
+
+
+@dataclass
+class StudyReport:
+    """What one :func:`run_study` call did."""
+
+    study: str
+    out: str
+    total: int
+    stored_before: int
+    computed: int
+    failed: int
+    seconds: float
+    interrupted: bool
+    failures: list
+    reused: int = 0
+    signal: str | None = None  # "SIGINT"/"SIGTERM" when a signal stopped the run
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and not self.interrupted
+
+    @property
+    def exit_status(self) -> int:
+        """0 all stored, 1 some replication failed, 128 + signal number when a signal stopped it."""
+        if self.signal:
+            return 128 + int(getattr(signal, self.signal))
+        return 0 if self.ok else 1
+
+    def summary(self) -> str:
+        """A few lines for the terminal: what was computed, failed, reused and stored."""
+        where = Path(self.out) / self.study
+        if self.interrupted:
+            now = self.stored_before + self.reused + self.computed
+            text = (f"[{self.study}] interrupted{' by ' + self.signal if self.signal else ''}: "
+                    f"{self.computed} replications computed and stored by this run, {self.failed} failed; "
+                    f"{now} of {self.total} are now stored in {where}. Rerun the same command to resume.")
+        else:
+            state = "FAILED" if self.failed else "done"
+            reused = f"{self.reused} reused from identical cells, " if self.reused else ""
+            text = (f"[{self.study}] {state}: {self.computed} replications computed, {self.failed} failed, "
+                    f"{reused}{self.stored_before} already stored, {self.total} in the study; "
+                    f"{self.seconds:.1f} s -> {where}")
+        for f in self.failures[:10]:
+            text += (f"\n  failed {f['setting']}/{f['method']}/M={f['M']} rep={f['rep']} "
+                     f"seed={f['seed']}: {f['error']}")
+        if len(self.failures) > 10:
+            text += f"\n  ... and {len(self.failures) - 10} more (see {self.study}_failures/)"
+        return text
+
+
+def run_study(plan, out, options: RunOptions | None = None, **fields) -> StudyReport:
+    """Run (or resume) ``plan``, writing Parquet under ``out``.
+
+    Parameters
+    ----------
+    plan : study.runner.plan.Plan
+        From :func:`study.runner.make_plan`.
+    out : path
+        The results directory (created if missing).
+    options : RunOptions, optional
+        How to run; ``fields`` (keywords of :class:`RunOptions`) replace single options.
+
+    Returns
+    -------
+    StudyReport
+
+    Raises
+    ------
+    study.runner.fingerprint.ConfigMismatch
+        ``out`` holds results of another configuration (and not ``fresh``).
+    study.results.storage.StorageError
+        Another process holds the directory's lock (``StudyLocked``), or a stored part is damaged
+        (``DamagedPart``, ``DuplicateKeys``).
+    ConnectionError
+        The Ray cluster cannot be reached.
+    """
+    options = dataclasses.replace(options or RunOptions(), **fields)
+    return _StudyRun(plan, Path(out).expanduser().resolve(), options).execute()
+
+
+class _StudyRun:
+    """One call of :func:`run_study`: its options resolved, and the state it builds up."""
+
+    def __init__(self, plan, out: Path, options: RunOptions):
+        self.plan, self.out = plan, out
+        self.log = options.log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        record = options.record_intervals
+        if record is None:
+            record = any(c.resolve().ci_every > 0 for c in plan.cells)
+        replicate = options.replicate if options.replicate is not None else plan.replicate
+        if plan.factories:  # registered policies exist only in this process: ship them with the tasks
+            replicate = WithFactories(dict(plan.factories), replicate)
+        if replicate is None and any(c.base is not None for c in plan.cells):
+            raise ValueError(f"study {plan.study!r} needs a replicate hook (build the plan with make_plan)")
+        self.options = dataclasses.replace(options, record_intervals=bool(record), replicate=replicate)
+        self.run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        self.failures, self.computed = [], 0
+
+    def execute(self) -> StudyReport:
+        """Hold the lock, check what is stored, connect to Ray if there is work, run, record."""
+        with storage.study_lock(self.out, run_id=self.run_id):
+            existing = self._prepare()
+            conn = None
+            if self.n_todo:  # before any write: an unreachable cluster leaves the directory as it was
+                o = self.options
+                conn = connect(o.address, o.num_cpus, log=self.log, init_timeout=o.init_timeout)
+            return self._run(existing, conn)
+
+    def _prepare(self):
+        """Delete (``fresh``), check the configuration, verify what is stored; count the work."""
+        plan, out = self.plan, self.out
+        if self.options.fresh:
+            for d in dataset_dirs(out, plan.study).values():
+                if d.is_dir():
+                    shutil.rmtree(d)
+        existing = check_stored(plan, out)
+        storage.cleanup(out, plan.study)
+        self.done = set(storage.committed(out, plan.study)["keys"])  # verified: damaged parts raise here
+        self.stored_before = plan.count_stored(self.done)
+        if len(self.done) > self.stored_before:
+            self.log(f"[{plan.study}] note: {len(self.done) - self.stored_before} stored replications lie "
+                     f"outside this run's reps={plan.reps}; they stay in the dataset")
+        missing = plan.n_replications - self.stored_before
+        self.sources = {}
+        if self.options.reuse and missing:
+            self.sources = reusable(plan, out, {c.key for c in plan.cells}, self.options.record_intervals)
+        self.n_reusable = count_reusable(plan, self.sources, self.done)
+        self.n_todo = missing - self.n_reusable
+        return existing
+
+    def _run(self, existing, conn) -> StudyReport:
+        """Write the manifest, reuse and compute under the signal handlers, record the outcome."""
+        plan = self.plan
+        for d in dataset_dirs(self.out, plan.study).values():
+            d.mkdir(parents=True, exist_ok=True)
+        manifest, run = manifests.open_run(plan, existing, plan.fingerprint(), self.run_id,
+                                           self.options.record_intervals, self.stored_before)
+        storage.write_manifest(manifest, self.out, plan.study)
+        start, finished, stopped = time.perf_counter(), False, False
+        interrupts = Interrupts(plan.study, self.log, enabled=self.options.handle_signals)
+        with interrupts:
+            try:
+                reused = self._reuse() if self.sources else {}
+                run["reused"] = {"replications": sum(reused.values()), "from": reused}
+                if self.n_todo and not interrupts.requested:
+                    stopped = self._compute(conn, run, interrupts)
+                finished = True
+            finally:
+                if conn is not None and conn.started_here:
+                    import ray
+                    ray.shutdown()
+                n_reused = run.get("reused", {}).get("replications", 0)
+                seconds = time.perf_counter() - start
+                manifests.close_run(manifest, run, seconds=seconds, computed=self.computed,
+                                    failed=len(self.failures), finished=finished,
+                                    interrupted=stopped or interrupts.requested, signals=interrupts.signals,
+                                    left=self.n_todo + self.n_reusable - n_reused - self.computed)
+                storage.write_manifest(manifest, self.out, plan.study)
+        return StudyReport(plan.study, str(self.out), plan.n_replications, self.stored_before, self.computed,
+                           len(self.failures), seconds, stopped or interrupts.requested, self.failures,
+                           reused=n_reused, signal=interrupts.signals[0] if interrupts.signals else None)
+
+    def _reuse(self) -> dict:
+        return copy_reused(self.plan, self.out, self.done, self.sources, self.run_id,
+                           self.options.record_intervals, self.log)
+
+    def _compute(self, conn, run: dict, interrupts) -> bool:
+        """Fan the missing replications out as Ray tasks; returns whether the run stopped early."""
+        o, plan = self.options, self.plan
+        n_cpus = max(1, int(conn.resources.get("CPU", o.num_cpus or os.cpu_count() or 1)))
+        size = BatchSize(o.batch_size, choose_batch_size(self.n_todo, n_cpus))
+        limit = o.max_in_flight or 2 * n_cpus + 2
+        run.update({"ray_mode": conn.mode, "ray_resources": conn.resources,
+                    "batch_size": o.batch_size or f"adaptive <= {size.base}", "max_in_flight": limit})
+        reused = f", {self.n_reusable} reused" if self.n_reusable else ""
+        self.log(f"[{plan.study}] {self.n_todo} replications to compute ({self.stored_before} stored{reused}) "
+                 f"in tasks of <= {size.base} on {n_cpus} CPUs ({conn.mode} Ray)")
+        work = batches(plan, self.done, size, shared=o.replicate is None)
+        loop = _TaskLoop(self, size, limit, interrupts)
+        stopped = loop.run(work)
+        run["nodes_used"] = sorted(loop.nodes)
+        run["task_cpu_seconds"] = round(loop.task_cpu, 3)
+        return stopped
+
+
+class _TaskLoop:
+    """Submit tasks lazily with a bounded number in flight, gather them as they finish, commit
+    finished work within ``flush_seconds``; on a signal or ``stop_after_batches``, cancel what is
+    in flight and write what arrived."""
+
+    def __init__(self, study_run: _StudyRun, size: BatchSize, limit: int, interrupts):
+        import ray
+
+        self.ray, self.run_, self.size, self.limit, self.interrupts = ray, study_run, size, limit, interrupts
+        o = study_run.options
+        self.remote = remote_run_batch()
+        self.replicate_ref = ray.put(o.replicate) if o.replicate is not None else None
+        self.writer = Writer(study_run.out, study_run.plan.study, study_run.run_id)
+        self.bar = Progress(study_run.plan.study, study_run.n_todo, o.progress, study_run.log)
+        self.in_flight, self.received, self.nodes, self.task_cpu = {}, 0, set(), 0.0
+
+    def run(self, work) -> bool:
+        """Drive ``work`` (the lazy batches) to the end; returns whether it stopped early."""
+        o, stop, exhausted = self.run_.options, False, False
+        last_news = time.monotonic()
+        try:
+            while not stop:
+                exhausted = exhausted or self._submit(work)
+                if self.interrupts.requested or not self.in_flight:
+                    break
+                ready, _ = self.ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SECONDS)
+                for ref in ready:
+                    self._gather(ref)
+                    last_news = time.monotonic()
+                if self.writer.due(o.flush_rows, o.flush_seconds):
+                    self.writer.flush()
+                if not ready and time.monotonic() - last_news >= 10:
+                    self.bar.update(0, 0)  # heartbeat line when nothing finishes for a while
+                    last_news = time.monotonic()
+                stop = o.stop_after_batches is not None and self.received >= o.stop_after_batches
+        finally:
+            self._cancel_in_flight()
+            self.writer.flush()
+            self.bar.close()
+            self.run_.computed = self.writer.stored
+        self.nodes.discard(None)
+        return stop or self.interrupts.requested
+
+    def _submit(self, work) -> bool:
+        """Submit tasks until ``limit`` are in flight; returns whether ``work`` is exhausted."""
+        r = self.run_
+        while len(self.in_flight) < self.limit and not self.interrupts.requested:
+            item = next(work, None)
+            if item is None:
+                return True
+            cell, reps_seeds = item
+            ref = self.remote.remote(r.plan.study, cell, reps_seeds, self.replicate_ref,
+                                     r.options.record_intervals, r.run_id)
+            self.in_flight[ref] = (cell, reps_seeds)
+        return False
+
+    def _gather(self, ref) -> None:
+        r = self.run_
+        cell, reps_seeds = self.in_flight.pop(ref)
+        try:
+            result = self.ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 -- worker died beyond retries, etc.
+            result = lost_batch(r.plan.study, cell, reps_seeds, exc, r.run_id)
+        self.writer.add(result)
+        self.nodes.add(result.get("node"))
+        self.task_cpu += result.get("cpu_seconds", 0.0)
+        n = len(reps_seeds) * len(as_cells(cell))
+        if "seconds" in result:
+            self.size.observe(result["seconds"], n)
+        r.failures.extend(result["failures"])
+        self.bar.update(n, len(result["failures"]))
+        self.received += 1
+
+    def _cancel_in_flight(self) -> None:
+        for ref in self.in_flight:
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 -- already finished or gone
+                pass

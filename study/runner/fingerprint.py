@@ -1,0 +1,155 @@
+"""What fixes a study's numbers (its *fingerprint*), and the check of stored results against it.
+
+The fingerprint holds the resolved settings, the methods, the root seed and seed namespace, the
+package version, the storage format, the hash of the code that computes a replication
+(:func:`core_source_hash`), the import path and source hash of each user policy and, for a replay,
+the hashes of its code and data.  A resume whose fingerprint differs from the stored one is refused
+(:class:`ConfigMismatch`), naming what differs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from .. import _version
+from .._util import sha256_files
+from ..policies import ALL_METHODS, policy_provenance
+from ..results import storage
+from ..results.storage import StorageError, dataset_dirs, read_manifest
+
+# The packages whose code computes a replication: the statistical core, the simulation layer and
+# the built-in policies.  The hash is defined by directory, so a module added to the runner, the
+# results or the CLI never changes it, and any module added here always does.
+CORE_PACKAGES = ("core", "simulation", "policies")
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ConfigMismatch(RuntimeError):
+    """Stored results were produced by a different configuration."""
+
+
+def core_source_files() -> list:
+    """The source files of :data:`CORE_PACKAGES`, sorted by path."""
+    return sorted(p for package in CORE_PACKAGES for p in (_PACKAGE_ROOT / package).rglob("*.py"))
+
+
+def core_source_hash() -> str:
+    """SHA-256 over the path (relative to ``study/``) and bytes of every file of
+    :func:`core_source_files`, so that results of edited core code are never mixed with stored
+    ones even when the package version did not change."""
+    return sha256_files(core_source_files(), root=_PACKAGE_ROOT)
+
+
+def jsonable(obj):
+    """``obj`` as plain JSON values (arrays as lists, anything else unknown as its ``str``)."""
+    return json.loads(json.dumps(obj, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
+
+
+def plan_fingerprint(plan) -> dict:
+    """Everything that affects the numbers of ``plan`` (not ``reps``: more reps only add keys)."""
+    fingerprint = {
+        "study": plan.study,
+        "root_seed": int(plan.root_seed),
+        "seed_namespace": plan.namespace,
+        "storage_format": storage.STORAGE_FORMAT,
+        "package_version": _version.__version__,
+        "core_source_sha256": core_source_hash(),
+        "cells": [{"setting": c.setting, "method": c.method, "M": c.M, "resolved_setting": setting_record(c)}
+                  for c in plan.cells],
+    }
+    policies = policy_records(plan.cells)
+    if policies:  # user policies: their import path and source hash (built-ins are in the core hash)
+        fingerprint["policies"] = policies
+    if plan.provenance:
+        fingerprint["replay"] = jsonable(dict(plan.provenance))
+    return fingerprint
+
+
+def policy_records(cells) -> dict:
+    """{method: kind, import path, source hash} of the user policies among ``cells``."""
+    records = {}
+    for cell in cells:
+        if cell.method not in records and cell.method not in ALL_METHODS:
+            record = policy_provenance(cell.method)
+            records[cell.method] = {k: record.get(k) for k in ("kind", "import_path", "source_sha256")}
+    return records
+
+
+def setting_record(cell) -> dict:
+    """The resolved setting as JSON; for a replay cell the data-sized fields (truth, graph) are
+    recorded by their SHA-256 (the arena graph alone has 3,460 edges)."""
+    record = jsonable(cell.resolve().to_dict())
+    if cell.base is not None:
+        for key in ("truth", "edges"):
+            if isinstance(record.get(key), list):
+                record[key] = {"sha256": hashlib.sha256(json.dumps(record[key]).encode()).hexdigest()}
+    return record
+
+
+def check_stored(plan, out):
+    """The stored manifest of ``plan.study`` under ``out`` (None if nothing is stored).
+
+    Raises
+    ------
+    ConfigMismatch
+        The stored results come from a different configuration (the message names what differs).
+    study.results.storage.StorageError
+        The manifest cannot be read (naming the file).
+    """
+    out = Path(out).expanduser().resolve()
+    dirs = dataset_dirs(out, plan.study)
+    existing = read_manifest(out, plan.study)
+    if existing is not None and existing.get("fingerprint") != plan.fingerprint():
+        raise ConfigMismatch(
+            f"{dirs['trajectory']} holds results of a different configuration "
+            f"({describe_difference(existing.get('fingerprint'), plan.fingerprint())}). "
+            "Rerun with --fresh to discard them, or choose another --out.")
+    if existing is None and any(storage.parts(d) for d in dirs.values()):
+        raise ConfigMismatch(f"{dirs['trajectory']} holds results but no _manifest.json; "
+                             "rerun with --fresh to discard them, or choose another --out.")
+    return existing
+
+
+def describe_difference(old, new) -> str:
+    """What differs between a stored fingerprint ``old`` and a requested one ``new``, in words."""
+    if not isinstance(old, dict):
+        return "no readable fingerprint"
+    diffs = []
+    if old.get("core_source_sha256") != new.get("core_source_sha256"):
+        diffs.append("the bandit core's source code changed since these results were stored")
+    if old.get("storage_format") != new.get("storage_format"):
+        diffs.append(f"stored with storage format {old.get('storage_format', 1)!r}, this version writes "
+                     f"format {new.get('storage_format')!r} (checksummed parts, shared seeds)")
+    for key in ("study", "root_seed", "seed_namespace", "package_version"):
+        if old.get(key) != new.get(key):
+            diffs.append(f"{key}: stored {old.get(key)!r}, requested {new.get(key)!r}")
+    if old.get("replay") != new.get("replay"):
+        a, b = old.get("replay") or {}, new.get("replay") or {}
+        changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        diffs.append(f"the replay's data, code or options changed ({', '.join(changed)})")
+    if old.get("policies") != new.get("policies"):
+        a, b = old.get("policies") or {}, new.get("policies") or {}
+        changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        diffs.append(f"the code of the user policies {changed} changed")
+    if old.get("cells") != new.get("cells"):
+        diffs.append(_cells_difference(old.get("cells", []), new.get("cells", [])))
+    return "; ".join(d for d in diffs if d) or "fingerprint differs"
+
+
+def _cells_difference(old_cells, new_cells) -> str:
+    old = {(c["setting"], c["method"], c["M"]): c for c in old_cells}
+    new = {(c["setting"], c["method"], c["M"]): c for c in new_cells}
+    if set(old) != set(new):
+        return f"cells: stored {sorted(old)}, requested {sorted(new)}"
+    for key in new:
+        a, b = old[key]["resolved_setting"], new[key]["resolved_setting"]
+        changed = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+        if changed:
+            return (f"setting {key[0]} fields {changed} differ "
+                    f"(stored {[a.get(f) for f in changed]}, requested {[b.get(f) for f in changed]})")
+    return ""
+
+
+__all__ = ["CORE_PACKAGES", "ConfigMismatch", "StorageError", "check_stored", "core_source_files",
+           "core_source_hash", "describe_difference", "plan_fingerprint", "policy_records", "setting_record"]

@@ -1,0 +1,94 @@
+"""Reuse of identical cells: a replication already stored (and verified) by another study of the
+same seed namespace in the same ``out``, for a cell whose numbers would be identical, is copied
+instead of recomputed (the ``study`` column rewritten)."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from ..results import storage
+from ..results.storage import StorageError, dataset_dirs, read_manifest
+from .catalogue import STUDIES, seed_namespace
+
+
+def cell_identity(fingerprint: dict, cell: dict, record_intervals) -> str:
+    """Everything that determines a cell's numbers, as text (two cells with the same identity give
+    the same replications, value for value, apart from the ``study`` column)."""
+    keep = ("root_seed", "seed_namespace", "storage_format", "package_version", "core_source_sha256", "replay")
+    return json.dumps({**{k: fingerprint.get(k) for k in keep}, "method": cell["method"],
+                       "resolved_setting": cell["resolved_setting"], "intervals": bool(record_intervals)},
+                      sort_keys=True, default=str)
+
+
+def reusable(plan, out, todo_cells, record_intervals) -> dict:
+    """Stored replications of other studies under ``out`` that are identical to cells of ``plan``:
+    ``{(setting, method, M): (source study, committed state)}`` for the cells in ``todo_cells``."""
+    mine = plan.fingerprint()
+    wanted = {cell_identity(mine, c, record_intervals): (c["setting"], c["method"], c["M"])
+              for c in mine["cells"] if (c["setting"], c["method"], c["M"]) in todo_cells}
+    found = {}
+    for other in STUDIES:  # any study of the same seed namespace (checked below) may hold them
+        if other == plan.study or not wanted or seed_namespace(other) != plan.namespace:
+            continue
+        try:
+            manifest = read_manifest(out, other)
+        except StorageError:
+            continue
+        if not manifest or manifest.get("fingerprint", {}).get("seed_namespace") != plan.namespace:
+            continue
+        theirs = manifest["fingerprint"]
+        for c in theirs.get("cells", []):
+            ident = cell_identity(theirs, c, manifest.get("record_intervals"))
+            if ident in wanted and wanted[ident] not in found:
+                try:
+                    state = storage.committed(out, other)  # verified; a damaged source is not reused
+                except StorageError:
+                    break
+                found[wanted[ident]] = (other, state)
+    return found
+
+
+def count_reusable(plan, sources: dict, done: set) -> int:
+    """How many of the plan's missing keys the ``sources`` of :func:`reusable` hold."""
+    return len({k for _, state in sources.values() for k in state["keys"]
+                if k[:3] in sources and k[3] < plan.reps and k not in done})
+
+
+def copy_reused(plan, out, done: set, sources: dict, run_id, record_intervals, log) -> dict:
+    """Copy the stored rows of the plan's keys not in ``done`` found in ``sources`` (:func:`reusable`)
+    into ``plan``'s study, the ``study`` column rewritten (``done`` is updated); returns {source
+    study: replications copied}."""
+    copied, seq = {}, 0
+    by_source: dict = {}
+    for ckey, (other, state) in sources.items():
+        by_source.setdefault(other, []).append((ckey, state))
+    for other, cells in by_source.items():
+        state = cells[0][1]
+        ckeys = {c for c, _ in cells}
+        for part, keys in state["by_part"].items():
+            take = {k for k in keys if k[:3] in ckeys and k[3] < plan.reps and k not in done}
+            if not take:
+                continue
+            tables = _rows_of(out, other, part, state, take, record_intervals, plan.study)
+            storage.commit_batch(out, plan.study, f"part-{run_id}-reuse{seq:05d}.parquet", tables, [], run_id,
+                                 reused_from={"study": other, "part": part.name})
+            seq += 1
+            done |= take
+            copied[other] = copied.get(other, 0) + len(take)
+    for other, n in copied.items():
+        log(f"[{plan.study}] reused {n} replications stored by the identical cells of study {other!r}")
+    return copied
+
+
+def _rows_of(out, other, part, state, take, record_intervals, study) -> dict:
+    """The trajectory (and interval) rows of keys ``take`` in one part of study ``other``, relabelled
+    as rows of ``study``."""
+    tables = {"trajectory": storage.read_keys([part], take)}
+    ints = dataset_dirs(out, other)["intervals"] / part.name
+    if record_intervals and ints in state["intervals"]:
+        tables["intervals"] = storage.read_keys([ints], take)
+    for what, table in tables.items():
+        idx = table.schema.get_field_index("study")
+        tables[what] = table.set_column(idx, "study", pa.array([study] * table.num_rows, pa.string()))
+    return tables

@@ -1,0 +1,164 @@
+"""The worker side: one task runs a batch of replications of one cell (or of a group of cells
+that share a prefix of their steps) and returns their rows as Arrow tables.
+
+An exception in one replication is caught and returned as a failure record; the others still run.
+A replication is reproduced exactly by ``study.run_replication(setting, method, seed=row.seed,
+M=row.M, **overrides)`` with the overrides from the manifest.
+"""
+from __future__ import annotations
+
+import socket
+import time
+import traceback
+
+import numpy as np
+import pyarrow as pa
+
+from ..results.schema import INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
+from ..simulation.environment import BTLEnvironment
+from ..simulation.replication import run_environment_methods, run_replication
+
+_SETTING_CACHE: dict = {}
+_REMOTE = None
+
+
+class WithFactories:
+    """A replication function that builds registered policies from the factories shipped with the
+    task (the registry of :func:`study.register_policy` lives in the driver's process only)."""
+
+    def __init__(self, factories: dict, base=None):
+        self.factories, self.base = factories, base
+
+    def __call__(self, setting, method, seed):
+        extra = {"policy": self.factories[method]} if method in self.factories else {}
+        if self.base is not None:
+            return self.base(setting, method, seed, **extra)
+        return run_replication(setting, method, seed, **extra)
+
+
+def as_cells(cell) -> tuple:
+    """A cell or a tuple of cells, as a tuple."""
+    return tuple(cell) if isinstance(cell, tuple) else (cell,)
+
+
+def trajectory_table(study, cell, setting, rep, seed, result) -> pa.Table:
+    """The trajectory rows of one replication (schema :data:`study.results.schema.TRAJECTORY_SCHEMA`)."""
+    traj = result.trajectory
+    n = len(traj["t"])
+    const = {"study": study, "setting": cell.setting, "method": cell.method, "M": cell.M,
+             "T0": setting.T0, "T": setting.T, "rep": rep, "seed": seed}
+    arrays = []
+    for f in TRAJECTORY_SCHEMA:
+        if f.name in const:
+            arrays.append(pa.array([const[f.name]] * n, type=f.type) if n else pa.array([], type=f.type))
+        elif f.type == pa.bool_():
+            arrays.append(pa.array(np.asarray(traj[f.name]).astype(bool)))
+        else:
+            arrays.append(pa.array(np.asarray(traj[f.name]), type=f.type, safe=True))
+    return pa.Table.from_arrays(arrays, schema=TRAJECTORY_SCHEMA)
+
+
+def interval_table(study, cell, rep, seed, result) -> pa.Table:
+    """The interval rows of one replication (schema :data:`study.results.schema.INTERVAL_SCHEMA`)."""
+    ints = result.intervals
+    n = len(ints["t"]) if ints else 0
+    const = {"study": study, "setting": cell.setting, "method": cell.method, "M": cell.M,
+             "rep": rep, "seed": seed}
+    arrays = []
+    for f in INTERVAL_SCHEMA:
+        if f.name in const:
+            arrays.append(pa.array([const[f.name]] * n, type=f.type))
+        elif f.type == pa.bool_():
+            arrays.append(pa.array(np.asarray(ints[f.name]).astype(bool) if n else [], type=f.type))
+        else:
+            arrays.append(pa.array(np.asarray(ints[f.name]) if n else [], type=f.type))
+    return pa.Table.from_arrays(arrays, schema=INTERVAL_SCHEMA)
+
+
+def failure_record(study, cell, rep, seed, error, tb, run_id) -> dict:
+    """One row of the failures dataset."""
+    return {"study": study, "setting": cell.setting, "method": cell.method, "M": cell.M,
+            "rep": int(rep), "seed": int(seed), "error": error, "traceback": tb, "run_id": run_id}
+
+
+def _setting_of(cell):
+    if cell.base is not None:  # a replay's setting: built from data, not cached by name
+        return cell.resolve()
+    key = cell.overrides + (("__name", cell.setting),)
+    if key not in _SETTING_CACHE:
+        _SETTING_CACHE[key] = cell.resolve()
+    return _SETTING_CACHE[key]
+
+
+def _results(cells, setting, seed, replicate) -> dict:
+    """{method: ReplicationResult} of one replication of every cell of a group."""
+    if len(cells) > 1:  # a group sharing a prefix (RB and ERA): computed once, value for value equal
+        methods = [c.method for c in cells]
+        return run_environment_methods(BTLEnvironment(setting, seed), methods, setting, seed=int(seed))
+    method = cells[0].method
+    if replicate is None:
+        return {method: run_replication(setting, method, seed)}
+    return {method: replicate(setting, method, seed)}
+
+
+def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=True, run_id: str = "") -> dict:
+    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process.
+
+    ``cell`` may also be a tuple of cells that differ only by method and share a prefix of their
+    steps (:func:`study.runner.batching.cell_groups`), all run on each replication's one
+    environment.  Returns ``{"trajectory": Table, "intervals": Table, "failures": [dict],
+    "seconds", "cpu_seconds", "node"}``."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    cells = as_cells(cell)
+    setting = _setting_of(cells[0])
+    trajs, ints, failures = [], [], []
+    for rep, seed in reps_seeds:
+        try:
+            results = _results(cells, setting, seed, replicate)
+            tables = [(trajectory_table(study, c, setting, rep, seed, results[c.method]),
+                       interval_table(study, c, rep, seed, results[c.method]) if record_intervals else None)
+                      for c in cells]
+        except Exception as exc:  # noqa: BLE001 -- recorded, the batch goes on
+            failures.extend(failure_record(study, c, rep, seed, f"{type(exc).__name__}: {exc}",
+                                           traceback.format_exc(), run_id) for c in cells)
+            continue
+        for traj, interval in tables:
+            trajs.append(traj)
+            if interval is not None and interval.num_rows:
+                ints.append(interval)
+    return {
+        "trajectory": pa.concat_tables(trajs) if trajs else TRAJECTORY_SCHEMA.empty_table(),
+        "intervals": pa.concat_tables(ints) if ints else INTERVAL_SCHEMA.empty_table(),
+        "failures": failures,
+        "seconds": time.perf_counter() - start,
+        "cpu_seconds": time.process_time() - cpu_start,
+        "node": _node_id(),
+    }
+
+
+def lost_batch(study, cell, reps_seeds, exc, run_id) -> dict:
+    """The result of a task that did not return (its worker died beyond retries, ...): every
+    replication of it recorded as failed with the task's exception."""
+    tb = "".join(traceback.format_exception(exc))
+    return {"trajectory": TRAJECTORY_SCHEMA.empty_table(), "intervals": INTERVAL_SCHEMA.empty_table(),
+            "failures": [failure_record(study, c, r, s, f"{type(exc).__name__}: {exc}", tb, run_id)
+                         for c in as_cells(cell) for r, s in reps_seeds]}
+
+
+def _node_id() -> str:
+    try:
+        import ray
+        if ray.is_initialized():
+            return ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001
+        pass
+    return socket.gethostname()
+
+
+def remote_run_batch():
+    """:func:`run_batch` as a Ray remote function (one CPU, retried if its worker dies)."""
+    global _REMOTE
+    if _REMOTE is None:
+        import ray
+        _REMOTE = ray.remote(num_cpus=1, max_retries=3)(run_batch)
+    return _REMOTE
