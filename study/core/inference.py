@@ -11,7 +11,7 @@ CI for theta*_{ik} is theta_d_{ik} +/- z sqrt((Phi_11)_{ii,kk}).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import LinAlgError, lapack
@@ -27,16 +27,30 @@ RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number
 
 @dataclass
 class DebiasResult:
-    """``available`` is False while Psi_t is singular; then every array is NaN.
+    """The debiased estimate (paper eq. ``deb``) and the pieces of Phi_11 behind its CIs.
 
     Only ``theta_d`` is computed up front.  Phi_11's pieces come from the Cholesky factor U of
-    C'HC on first use: the UCB index needs x'(Phi_11)_ii x for one context (:meth:`spread`, one
-    triangular solve), the CIs need the diagonal blocks ``cov``, the diagrams the whole ``phi11``."""
+    C'HC on first use (and are cached): the UCB index needs x'(Phi_11)_ii x for one context
+    (:meth:`spread`, one triangular solve), the CIs need the diagonal blocks ``cov``, the diagrams
+    the whole ``phi11``.
 
-    theta_d: np.ndarray  # (n, d)
+    Attributes
+    ----------
+    theta_d : ndarray, shape (n, d)
+        The debiased estimate (NaN while ``available`` is False).
+    available : bool
+        False while Psi_t is singular (the data do not identify theta); then every array is NaN.
+    condition : float
+        Condition number of C'HC (inf when singular).
+    factor : ndarray or None
+        The upper Cholesky factor U of C'HC = U'U.
+    """
+
+    theta_d: np.ndarray
     available: bool
-    condition: float  # condition number of C' H C (inf when singular)
-    factor: np.ndarray | None = None  # upper Cholesky factor U of C' H C = U'U
+    condition: float
+    factor: np.ndarray | None = None
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def _nan(self, *shape) -> np.ndarray:
         return np.full(shape, np.nan)
@@ -46,24 +60,24 @@ class DebiasResult:
         """(C' H C)^{-1}, so that Phi_11 = C (C' H C)^{-1} C'."""
         if self.factor is None:
             return None
-        cached = self.__dict__.get("_reduced_inverse")
+        cached = self._cache.get("_reduced_inverse")
         if cached is None:
             inverse, info = lapack.dpotri(self.factor)
             if info != 0:
                 raise LinAlgError(f"dpotri failed (info={info})")
-            cached = self.__dict__["_reduced_inverse"] = np.triu(inverse) + np.triu(inverse, 1).T
+            cached = self._cache["_reduced_inverse"] = np.triu(inverse) + np.triu(inverse, 1).T
         return cached
 
     def _phi_blocks(self) -> np.ndarray:
         """(n, n, d, d): block [i, j] of Phi_11 = C (C'HC)^{-1} C', by the Helmert transform on
         both item axes of the reduced inverse (O(n^2 d^2) after the inverse)."""
-        cached = self.__dict__.get("_blocks")
+        cached = self._cache.get("_blocks")
         if cached is None:
             n, d = self.theta_d.shape
             k = n - 1
             reduced = self.reduced_inverse.reshape(k, d, k, d).transpose(0, 2, 1, 3)  # [a, b, alpha, beta]
             both = from_reduced(from_reduced(reduced).transpose(1, 0, 2, 3))  # [j, i, alpha, beta]
-            cached = self.__dict__["_blocks"] = np.ascontiguousarray(both.transpose(1, 0, 2, 3))
+            cached = self._cache["_blocks"] = np.ascontiguousarray(both.transpose(1, 0, 2, 3))
         return cached
 
     @property
@@ -72,9 +86,9 @@ class DebiasResult:
         n, d = self.theta_d.shape
         if self.factor is None:
             return self._nan(n, d, d)
-        cached = self.__dict__.get("_cov")
+        cached = self._cache.get("_cov")
         if cached is None:
-            cached = self.__dict__["_cov"] = np.einsum("iide->ide", self._phi_blocks()).copy()
+            cached = self._cache["_cov"] = np.einsum("iide->ide", self._phi_blocks()).copy()
         return cached
 
     def spread(self, x: np.ndarray) -> np.ndarray:
@@ -83,8 +97,8 @@ class DebiasResult:
         n, d = self.theta_d.shape
         if self.factor is None:
             return self._nan(n)
-        if "_cov" in self.__dict__:
-            return np.einsum("d,ide,e->i", x, self.__dict__["_cov"], x)
+        if "_cov" in self._cache:
+            return np.einsum("d,ide,e->i", x, self._cache["_cov"], x)
         columns = np.einsum("ai,e->aei", to_reduced(np.eye(n)), x).reshape((n - 1) * d, n)  # Q_i (x) x
         solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
         if info != 0:
@@ -125,9 +139,9 @@ class DebiasResult:
         n, d = self.theta_d.shape
         if self.factor is None:
             return self._nan(n * d, n * d)
-        cached = self.__dict__.get("_phi11")
+        cached = self._cache.get("_phi11")
         if cached is None:
-            cached = self.__dict__["_phi11"] = self._phi_blocks().transpose(0, 2, 1, 3).reshape(n * d, n * d)
+            cached = self._cache["_phi11"] = self._phi_blocks().transpose(0, 2, 1, 3).reshape(n * d, n * d)
         return cached
 
     @property
@@ -151,6 +165,7 @@ def _unavailable(n, d, condition) -> DebiasResult:
 
 
 def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND) -> DebiasResult:
+    """:func:`debias` on a :class:`study.core.likelihood.ComparisonData` (no input checks)."""
     rcond_min = rcond
     n, d = theta.shape
     if data.rank_bound() < (n - 1) * d:  # too few rows per edge: C'HC is singular for every theta
@@ -173,8 +188,37 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
 def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:
     """Lagrangian debiased estimator (paper eq. ``deb``) at ``theta`` for the given comparisons.
 
-    Rows as in :func:`study.fit_btl`.  Returns a :class:`DebiasResult` with ``theta_d`` (n, d),
-    ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``phi11`` and ``ci(level)``.
+    Parameters
+    ----------
+    theta : array_like, shape (n_items, d)
+        The estimate to debias (rows summing to zero, e.g. from :func:`study.fit_btl`).
+    i, j, X, wins, m
+        The comparisons, as in :func:`study.fit_btl`.
+    rcond : float
+        Psi_t counts as singular when the reciprocal condition number of C'HC is below this.
+
+    Returns
+    -------
+    DebiasResult
+        ``theta_d`` (n, d), ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``se``, ``phi11`` and
+        ``ci(level)``; ``available`` is False (arrays NaN) while the data do not identify theta.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes or values, naming the argument.
+
+    Examples
+    --------
+    >>> import numpy as np, study
+    >>> rng = np.random.default_rng(0)
+    >>> i = rng.integers(0, 3, 400); j = (i + 1 + rng.integers(0, 2, 400)) % 3
+    >>> X = rng.normal(1.0, 0.5, (400, 2)); truth = np.array([[1., 0.], [0., 1.], [-1., -1.]])
+    >>> wins = rng.binomial(5, 1 / (1 + np.exp(-np.einsum("kd,kd->k", X, truth[j] - truth[i]))))
+    >>> theta = study.fit_btl(i, j, X, wins, 5, n_items=3)
+    >>> lower, upper = study.debias(theta, i, j, X, wins, 5).ci(0.95)
+    >>> lower.shape
+    (3, 2)
     """
     theta = check.finite_array("theta", theta, ndim=2)
     n_items, d = theta.shape

@@ -7,8 +7,8 @@
 
 Both are solved by one routine: safeguarded Newton (Armijo backtracking) in reduced coordinates
 on the sum-zero subspace, theta = Q beta (Q orthonormal Helmert contrasts, applied by the fast
-transforms of :mod:`study.contrasts`; margins and gradients in item form, O(t d)), each Newton
-system solved exactly by :func:`study.systems.factorize` (the t x t row-space system while rows
+transforms of :mod:`study.core.contrasts`; margins and gradients in item form, O(t d)), each Newton
+system solved exactly by :func:`study.core.systems.factorize` (the t x t row-space system while rows
 are fewer than parameters, the dense reduced Hessian otherwise), warm-started from theta(t-1)
 and from the previous step's factor with the new row folded in by a Woodbury update (chord
 steps, undone and refactorised when they do not cut the residual tenfold); the ball
@@ -391,13 +391,57 @@ def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:
 
 def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0, radius: float | None = None,
             tie_break: str = "min_norm", reference=None, tol: float | None = None) -> np.ndarray:
-    """Sum-to-zero (penalised, constrained) MLE of the contextual BTL model.
+    """Sum-to-zero (penalised, constrained) MLE of the contextual BTL model (paper eq. ``lik``).
 
-    Row k compares item ``i[k]`` with item ``j[k]`` under context ``X[k]``; ``wins[k]`` of ``m``
-    (a scalar or one per row) were won by ``j[k]``.  ``ridge`` adds ridge/2 ||theta||^2 (label
-    ``opt``); ``radius`` bounds every ||theta_i||_2 (label ``opt1``).  Where the data leave theta
-    unidentified the minimum-norm argmin is returned (``tie_break='min_norm'``) or the one nearest
-    ``reference`` (``'nearest'``).  Returns an (n_items, d) array whose rows sum to zero.
+    Parameters
+    ----------
+    i, j : array_like of int, shape (K,)
+        Row k compares item ``i[k]`` with item ``j[k]`` (0-based, distinct).
+    X : array_like, shape (K, d)
+        The context of each row.
+    wins : array_like, shape (K,)
+        How many of row k's ``m`` comparisons ``j[k]`` won (a tie may count as half a win).
+    m : int or array_like, shape (K,)
+        Comparisons per row.
+    n_items : int
+        n, the number of items.
+    ridge : float
+        Adds ridge/2 ||theta||^2 (label ``opt``).
+    radius : float, optional
+        Bounds every ||theta_i||_2 (label ``opt1``).
+    tie_break : {"min_norm", "nearest"}
+        Where the data leave theta unidentified: the minimum-norm argmin, or the one nearest
+        ``reference``.
+    reference : array_like, shape (n_items, d), optional
+        For ``tie_break="nearest"``.
+    tol : float, optional
+        The KKT residual at which the Newton iterations stop (default: relative to the data).
+
+    Returns
+    -------
+    ndarray, shape (n_items, d)
+        theta, rows summing to zero.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes or values (naming the argument), or sizes out of reach.
+
+    Warns
+    -----
+    RuntimeWarning
+        When the stopping rule is not reached (separable data: add a ridge or a radius).
+
+    Examples
+    --------
+    >>> import numpy as np, study
+    >>> rng = np.random.default_rng(0)
+    >>> i = rng.integers(0, 3, 400); j = (i + 1 + rng.integers(0, 2, 400)) % 3
+    >>> X = rng.normal(1.0, 0.5, (400, 2)); truth = np.array([[1., 0.], [0., 1.], [-1., -1.]])
+    >>> wins = rng.binomial(5, 1 / (1 + np.exp(-np.einsum("kd,kd->k", X, truth[j] - truth[i]))))
+    >>> theta = study.fit_btl(i, j, X, wins, 5, n_items=3)
+    >>> theta.shape, bool(np.allclose(theta.sum(axis=0), 0))
+    ((3, 2), True)
     """
     i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
     ridge = check.real("ridge", ridge, low=0.0)

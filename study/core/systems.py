@@ -2,7 +2,7 @@
 
 The objective's Hessian is H = sum_k w_k r_k r_k' + diag(q) (x) I_d (the loss's graph-Laplacian
 Hessian plus per-item quadratic weights q: ridge, tie-break and ball multipliers), and a Newton
-step solves K beta = rhs with K = C'HC, C = Q (x) I_d (Q: Helmert, :mod:`study.contrasts`).  Two
+step solves K beta = rhs with K = C'HC, C = Q (x) I_d (Q: Helmert, :mod:`study.core.contrasts`).  Two
 exact solvers, chosen by size:
 
 * :class:`PrimalFactor` -- the dense Cholesky factor of K, ((n-1)d)^3 / 3 flops.  K is assembled

@@ -1,7 +1,7 @@
 """Replay environments: outcomes are drawn from recorded (or, for the LLM pool, generated)
 judgments instead of from a model.
 
-Each class satisfies the environment protocol of :mod:`study.environment` (``n_items, dim, T, M,
+Each class satisfies the environment protocol of :mod:`study.simulation.environment` (``n_items, dim, T, M,
 edges, theta_star, theta0, contexts, compare(t, a, b)``, plus ``policy_seed`` and
 ``graph_draws``), so the core's ``run_environment`` runs them unchanged.
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import _validate as check
 from ..simulation.graph import is_connected
 from ..simulation.seeds import seed_sequence
 from .data import load_arena, load_judgment_pool
@@ -41,13 +42,6 @@ LLM_M = 1
 ARENA_T = 10_000
 ARENA_M = 10
 INIT_VAR = 5.0
-
-
-def _positive_int(name, value) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
 
 
 class JudgmentReplay:
@@ -65,8 +59,8 @@ class JudgmentReplay:
 
     def __init__(self, question_contexts, edges, counts, theta_star, seed, *, T: int, M: int = 1,
                  models=None, question_ids=None, question_weights=None):
-        self.T = _positive_int("T", T)
-        self.M = _positive_int("M", M)
+        self.T = check.integer("T", T, low=1)
+        self.M = check.integer("M", M, low=1)
         X = np.asarray(question_contexts, dtype=float)
         if X.ndim != 2 or not np.all(np.isfinite(X)):
             raise ValueError(f"question_contexts must be a finite (Q, d) array, got shape {X.shape}")

@@ -9,7 +9,7 @@
   *carries the parsed file* (:class:`ByoData`), so Ray workers on other machines need neither the
   file nor any environment variable: the engine ships the hook to them through the object store.
 * :func:`replay_source`: what the engine's ``make_plan`` needs for the studies ``llm``, ``arena``
-  and ``byo`` (see :data:`study.engine.STUDIES`): the base setting, the hook, the provenance that
+  and ``byo`` (see :data:`study.runner.STUDIES`): the base setting, the hook, the provenance that
   enters the results' fingerprint (hashes of the replay code and data) and the setting fields a
   user may not override.  It validates a judgments file (``ValueError`` naming row and column).
 * :func:`replicate`: module-level hook ("llm", "arena", or "byo" with the file registered by

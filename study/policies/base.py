@@ -3,8 +3,8 @@
 A policy is any object with ``select(step) -> Choice`` (and, optionally,
 ``update(step, choice, wins) -> None``).  It is built once per replication by a *factory*, a class
 or callable taking the resolved :class:`study.Setting`.  The estimator is not the policy's: every
-method shares the paper's schedule (:class:`study.estimator.Estimate`, refitted by the loop in
-:mod:`study.replication` after every step), so policies differ only in which pair they compare.
+method shares the paper's schedule (:class:`study.simulation.estimator.Estimate`, refitted by the loop in
+:mod:`study.simulation.replication` after every step), so policies differ only in which pair they compare.
 
 Randomness is explicit.  Each step carries four uniforms shared by every method of a replication
 (common random numbers): ``coin`` (explore or not), ``edge`` (which edge when exploring), ``end``
@@ -21,8 +21,17 @@ import numpy as np
 
 
 class Choice(NamedTuple):
-    """The pair to compare at one step: ``major`` (the item the regret charges), ``other`` (its
-    opponent; (major, other) must be an edge of the graph) and whether the step ``explored``."""
+    """The pair to compare at one step.
+
+    Attributes
+    ----------
+    major : int
+        The item the regret charges (0-based).
+    other : int
+        Its opponent; (major, other) must be an edge of the graph.
+    explored : bool
+        Whether the step explored (recorded in the trajectory).
+    """
 
     major: int
     other: int
@@ -30,11 +39,29 @@ class Choice(NamedTuple):
 
 
 class Step:
-    """What a policy sees at step t (1-based).
+    """What a policy sees at step t.
 
-    ``t``, ``x`` (the context X_t, (d,)), ``coin, edge, end, neighbour`` (the shared uniforms),
-    ``graph`` (:class:`study.graph.ComparisonGraph`), ``setting``, ``rng`` (the policy's private
-    Generator), ``theta`` (theta(t-1), (n, d), read-only) and :meth:`debiased`.
+    Attributes
+    ----------
+    t : int
+        The step, 1-based.
+    x : ndarray, shape (d,)
+        The context X_t.
+    coin, edge, end, neighbour : float
+        The step's shared uniforms in [0, 1) (common random numbers across methods).
+    graph : study.simulation.graph.ComparisonGraph
+        ``edges`` (E, 2), ``neighbours[i]``, ``adjacency`` (n, n), ``playable``, ``connected``.
+    setting : study.Setting
+        The resolved setting.
+    rng : numpy.random.Generator
+        The policy's private generator (never the global one).
+    theta : ndarray, shape (n, d)
+        theta(t-1), the shared estimate (read-only).
+
+    Methods
+    -------
+    debiased()
+        The debiased estimate at theta(t-1) (:class:`study.DebiasResult`).
     """
 
     __slots__ = ("t", "x", "coin", "edge", "end", "neighbour", "graph", "setting", "rng", "_theta", "_debias")
@@ -71,11 +98,35 @@ class Step:
 
 @runtime_checkable
 class Policy(Protocol):
-    """``select(step) -> Choice`` picks the pair at step t; the loop validates it (items in range,
-    distinct, an edge of the graph) and raises ``ValueError`` naming the policy and the step
-    otherwise.  A policy may also define ``update(step, choice, wins)``: called after the
-    comparison, before the shared estimator is refitted; ``wins`` is how many of the M comparisons
-    ``choice.other`` won."""
+    """The protocol a policy follows: any object with ``select(step) -> Choice``.
+
+    A policy is built once per replication by a *factory* (a class or callable taking the
+    resolved :class:`study.Setting`), registered with :func:`study.register_policy` or named by
+    an import path ``"package.module:Name"``.
+
+    Methods
+    -------
+    select(step)
+        Return the :class:`Choice` at step t.  The loop validates it (items in range, distinct,
+        an edge of the graph) and raises ``ValueError`` naming the policy and the step otherwise.
+    update(step, choice, wins), optional
+        Called after the comparison, before the shared estimator is refitted; ``wins`` is how
+        many of the M comparisons ``choice.other`` won.
+
+    Examples
+    --------
+    >>> import study
+    >>> from study.policies import argmax_playable, uniform_neighbour
+    >>> class Greedy:
+    ...     def __init__(self, setting):
+    ...         pass
+    ...     def select(self, step):
+    ...         major = argmax_playable(step, step.theta @ step.x)
+    ...         return study.Choice(major, uniform_neighbour(step, major), False)
+    >>> r = study.run_replication("A", "greedy", seed=1, T=30, T0=10, policy=Greedy)
+    >>> len(r.trajectory["t"])
+    30
+    """
 
     def select(self, step: Step) -> Choice:
         ...

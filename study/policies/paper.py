@@ -41,7 +41,7 @@ class EpsilonGreedy:
     @property
     def prefix_key(self):
         """Policies of this family with equal keys choose identically while both explore alike,
-        i.e. for t <= min(explore_until) (see study.replication.run_environment_methods)."""
+        i.e. for t <= min(explore_until) (see study.simulation.replication.run_environment_methods)."""
         return (type(self).__qualname__, self.alpha, self.ucb_width)  # a subclass may choose differently
 
     @property

@@ -254,12 +254,39 @@ def _readable_commits(out, study):
 def load(out, study, what: str = "trajectory", columns=None, filter=None):
     """The stored table of ``study`` as a pandas DataFrame, sorted by its keys.
 
-    Only committed, checksum-verified parts are read, and a key stored twice is an error
-    (:class:`DamagedPart`, :class:`DuplicateKeys`: both name the files).  ``what`` is
-    ``"trajectory"``, ``"intervals"`` or ``"failures"``; ``columns`` (a list) and ``filter`` (a
-    ``pyarrow.dataset`` expression, e.g. ``pc.field("t") == pc.field("T")``) are applied while
-    reading.  Failures are the current ones only: failures of replications that have since
-    succeeded are dropped, and only the most recent record per key is kept."""
+    Only committed, checksum-verified parts are read, and a key stored twice is an error.
+
+    Parameters
+    ----------
+    out : path
+        The results directory (``--out`` of the job; default ``outputs``).
+    study : str
+        The study's name (``"regret"``, ``"coverage"``, ``"msweep"``, ``"baselines"``, ``"llm"``, ...).
+    what : {"trajectory", "intervals", "failures"}
+        Which table: one row per replication and step; per grid time, item and dimension; or
+        per failed replication (the current failures only: a failure of a replication that has
+        since succeeded is dropped, and only the most recent record per key is kept).
+    columns : list of str, optional
+        Columns to read (the key columns are always included).
+    filter : pyarrow.dataset.Expression, optional
+        Applied while reading, e.g. ``pc.field("t") == pc.field("T")`` for the final rows.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns as in :mod:`study.results.schema`.
+
+    Raises
+    ------
+    DamagedPart, DuplicateKeys
+        A part does not match its checksum, or a key is stored twice (both name the files).
+
+    Examples
+    --------
+    >>> import study                                    # doctest: +SKIP
+    >>> df = study.load("outputs", "regret")             # doctest: +SKIP
+    >>> df[df.t == df.T].groupby(["setting", "method"]).avg_regret.mean()  # doctest: +SKIP
+    """
     import pyarrow.dataset as ds
 
     if what not in SCHEMAS:

@@ -49,6 +49,12 @@ class StudyDefaults:
 
 _REPLAY_SOURCE = "study.llm.runs:replay_source"
 
+
+def _replay(setting, title, description, *, methods=METHODS, figures="replay", seed_namespace=None):
+    """A replay study: one setting built from data by the replay source, 50 replications."""
+    return StudyDefaults(settings=(setting,), methods=methods, reps=50, overrides={"ci_every": 0}, figures=figures,
+                         title=title, description=description, source=_REPLAY_SOURCE, seed_namespace=seed_namespace)
+
 STUDIES = {
     "regret": StudyDefaults(
         title="Regret study (paper Figure 1)",
@@ -65,32 +71,22 @@ STUDIES = {
         settings=("A", "B"), methods=METHODS, reps=200, overrides={"ci_every": 0}, figures="msweep",
         m_values={"A": (1, 10, 20, 30), "B": (20, 50, 80)}, seed_namespace=PAPER_SEED_NAMESPACE,
         description="Regret and error as the per-step comparison budget M varies (paper appendix)."),
-    "llm": StudyDefaults(
-        title="LLM ranking replay (real MMLU anatomy prompts and embeddings, GENERATED judgments)",
-        settings=("llm",), methods=METHODS, reps=50, overrides={"ci_every": 0}, figures="replay",
-        source=_REPLAY_SOURCE,
-        description="LLM ranking replay: five LLMs on 100 MMLU anatomy questions, GENERATED judgments "
-                    "(paper section 'Applications to Language Model Ranking')."),
-    "arena": StudyDefaults(
-        title="Chatbot Arena replay (129 models, real votes)",
-        settings=("arena",), methods=METHODS, reps=50, overrides={"ci_every": 0}, figures="replay",
-        source=_REPLAY_SOURCE, description="Chatbot Arena replay: 129 models, real human votes, d = 1."),
-    "byo": StudyDefaults(
-        title="Bring-your-own judgments replay",
-        settings=("byo",), methods=METHODS, reps=50, overrides={"ci_every": 0}, figures="replay",
-        source=_REPLAY_SOURCE,
-        description="Bring-your-own judgments replay (a CSV/Parquet file of pairwise judgments)."),
+    "llm": _replay("llm", "LLM ranking replay (real MMLU anatomy prompts and embeddings, GENERATED judgments)",
+                   "LLM ranking replay: five LLMs on 100 MMLU anatomy questions, GENERATED judgments "
+                   "(paper section 'Applications to Language Model Ranking')."),
+    "arena": _replay("arena", "Chatbot Arena replay (129 models, real votes)",
+                     "Chatbot Arena replay: 129 models, real human votes, d = 1."),
+    "byo": _replay("byo", "Bring-your-own judgments replay",
+                   "Bring-your-own judgments replay (a CSV/Parquet file of pairwise judgments)."),
     "baselines": StudyDefaults(
         title="Beyond the paper: the literature's baselines, Settings A and B (docs/baselines.md)",
         settings=("A", "B"), methods=ALL_METHODS, reps=200, overrides={"ci_every": 0}, figures="baselines",
         seed_namespace=PAPER_SEED_NAMESPACE,
         description="The paper's five methods against four contextual dueling-bandit baselines (TS, MaxInP, "
                     "CoLSTIM, RB-UA), Settings A and B (docs/baselines.md)."),
-    "llm_baselines": StudyDefaults(
-        title="Beyond the paper: the literature's baselines on the LLM replay (GENERATED judgments)",
-        settings=("llm",), methods=ALL_METHODS, reps=50, overrides={"ci_every": 0}, figures="baselines",
-        source=_REPLAY_SOURCE, seed_namespace="llm",
-        description="The nine methods on the LLM-ranking replay (GENERATED judgments; docs/baselines.md)."),
+    "llm_baselines": _replay("llm", "Beyond the paper: the literature's baselines on the LLM replay (GENERATED judgments)",
+                             "The paper's methods and the baselines on the LLM-ranking replay (GENERATED judgments; "
+                             "docs/baselines.md).", methods=ALL_METHODS, figures="baselines", seed_namespace="llm"),
 }
 
 

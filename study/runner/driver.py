@@ -254,6 +254,7 @@ class _StudyRun:
                            reused=n_reused, signal=interrupts.signals[0] if interrupts.signals else None)
 
     def _reuse(self) -> dict:
+        """Copy the identical cells stored by other studies; {source study: replications}."""
         return copy_reused(self.plan, self.out, self.done, self.sources, self.run_id,
                            self.options.record_intervals, self.log)
 
@@ -333,6 +334,7 @@ class _TaskLoop:
         return False
 
     def _gather(self, ref) -> None:
+        """Take one finished task's result (or record its replications as failed) to the writer."""
         r = self.run_
         cell, reps_seeds = self.in_flight.pop(ref)
         try:
@@ -350,6 +352,7 @@ class _TaskLoop:
         self.received += 1
 
     def _cancel_in_flight(self) -> None:
+        """Cancel every task still running (their replications stay missing, computed next run)."""
         for ref in self.in_flight:
             try:
                 self.ray.cancel(ref, force=True)

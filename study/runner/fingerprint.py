@@ -138,6 +138,7 @@ def describe_difference(old, new) -> str:
 
 
 def _cells_difference(old_cells, new_cells) -> str:
+    """The first difference between two fingerprints' cell lists, in words ("" if none)."""
     old = {(c["setting"], c["method"], c["M"]): c for c in old_cells}
     new = {(c["setting"], c["method"], c["M"]): c for c in new_cells}
     if set(old) != set(new):

@@ -17,6 +17,7 @@ from ..policies import ALL_METHODS, check_method, registered_policies
 from ..simulation.seeds import replication_seed
 from ..simulation.settings import SETTINGS, resolve_setting
 from .catalogue import DEFAULT_SEED, MAX_REPS, REPLAY_STUDIES, STUDIES, seed_namespace
+from .fingerprint import plan_fingerprint
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,6 @@ class Plan:
 
     def fingerprint(self) -> dict:
         """Everything that affects the numbers (not ``reps``: more reps only add keys)."""
-        from .fingerprint import plan_fingerprint
         return plan_fingerprint(self)
 
 
@@ -142,12 +142,14 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
 
 
 def _study_spec(study):
+    """The catalogue entry of ``study``, or ValueError listing the studies."""
     if study not in STUDIES:
         raise ValueError(f"unknown study {study!r}; allowed: {list(STUDIES)}")
     return STUDIES[study]
 
 
 def _check_names(study, spec, settings, methods, source) -> None:
+    """Settings, methods (imported now) and source options valid for ``study``, or ValueError."""
     if not settings:
         raise ValueError("at least one setting is required")
     if not methods:
@@ -165,6 +167,7 @@ def _check_names(study, spec, settings, methods, source) -> None:
 
 
 def _check_overrides(spec, user: dict, m_values) -> dict:
+    """The user's overrides, refused where the study sets the field itself."""
     if "name" in user:
         raise ValueError("the setting field 'name' cannot be overridden; choose settings with --settings")
     if spec.m_values is not None and "M" in user:

@@ -59,6 +59,7 @@ class Interrupts:
         self.signals, self.old = [], {}
 
     def _handle(self, signum, frame):
+        """Record the signal; say what happens next (stop after writing, or still writing)."""
         self.signals.append(signal.Signals(signum).name)
         if len(self.signals) == 1:
             self.log(f"[{self.study}] {self.signals[0]}: stopping; writing the finished replications "

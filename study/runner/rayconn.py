@@ -101,6 +101,7 @@ def _set_cluster_ip(enabled: bool):
 
 
 def max_local_cpus() -> int:
+    """The CPUs of this machine (an embedded Ray is refused more)."""
     return os.cpu_count() or 1
 
 
@@ -147,16 +148,7 @@ def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayCon
             log(f"note: --num-cpus is ignored when joining an existing cluster ({address})")
         probe_address(address)
         log(f"connecting to the Ray cluster at {address} ...")
-    watchdog = None
-    if init_timeout and mode != "embedded":
-        def give_up():
-            print(f"error: could not connect to a Ray cluster at {address!r}: no Ray answered within "
-                  f"{init_timeout:.0f} s (is it a Ray GCS address, and the same RAY_AUTH_MODE?)",
-                  file=sys.stderr, flush=True)
-            os._exit(1)
-        watchdog = threading.Timer(init_timeout, give_up)
-        watchdog.daemon = True
-        watchdog.start()
+    watchdog = _watchdog(address, init_timeout) if init_timeout and mode != "embedded" else None
     try:
         ray.init(address=address, **kwargs)
     except ConnectionError as exc:
@@ -171,7 +163,21 @@ def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayCon
     return RayConnection(True, mode, _resources(ray))
 
 
+def _watchdog(address, seconds) -> threading.Timer:
+    """A started timer that ends the process with status 1, naming ``address``, unless cancelled
+    within ``seconds`` (``ray.init`` retries for minutes on an address that is no Ray GCS)."""
+    def give_up():
+        print(f"error: could not connect to a Ray cluster at {address!r}: no Ray answered within "
+              f"{seconds:.0f} s (is it a Ray GCS address, and the same RAY_AUTH_MODE?)", file=sys.stderr, flush=True)
+        os._exit(1)
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def _resources(ray) -> dict:
+    """The cluster's resources (CPU, memory, ...) and the number of live nodes."""
     try:
         res = ray.cluster_resources()
         return {k: v for k, v in res.items() if not k.startswith("node:")} | {

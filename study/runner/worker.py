@@ -82,6 +82,7 @@ def failure_record(study, cell, rep, seed, error, tb, run_id) -> dict:
 
 
 def _setting_of(cell):
+    """The cell's resolved Setting (cached per process by name and overrides)."""
     if cell.base is not None:  # a replay's setting: built from data, not cached by name
         return cell.resolve()
     key = cell.overrides + (("__name", cell.setting),)
@@ -146,6 +147,7 @@ def lost_batch(study, cell, reps_seeds, exc, run_id) -> dict:
 
 
 def _node_id() -> str:
+    """The Ray node this task runs on (the host name outside Ray), for the manifest."""
     try:
         import ray
         if ray.is_initialized():

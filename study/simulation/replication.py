@@ -1,5 +1,5 @@
 """One replication: a policy (:class:`study.Policy`) run against an environment, with the shared
-estimator (:class:`study.estimator.Estimate`) refitted every step.
+estimator (:class:`study.simulation.estimator.Estimate`) refitted every step.
 
 Each step t the loop builds a :class:`study.Step` (t, X_t, the four shared uniforms, the graph,
 theta(t-1), the debiased estimate on demand, the policy's private generator), asks the policy for a

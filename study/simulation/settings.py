@@ -51,27 +51,53 @@ class Setting:
     """
 
     name: str
+    """The setting's label in every output ("A", "B", or a name of one's own)."""
     n_items: int
+    """n, the number of items (at least 2)."""
     dim: int
+    """d, the context dimension."""
     T: int = 500
+    """The horizon: steps per replication."""
     T0: int = 200
+    """The end of RB's first stage (constrained MLE, exploration with probability 1/t^alpha)."""
     M: int = 20
+    """Comparisons drawn per step."""
     p: object = 0.3
+    """Erdos-Renyi edge probability: a number in (0, 1], or ``"clog(n)/n"`` (c log(n)/n capped at 1)
+    so that the graph keeps its connectivity as n grows."""
     alpha: float = 0.25
+    """Exploration exponent: explore with probability 1/t^alpha (paper: 1/4)."""
     context_mean: float = 1.0
+    """Contexts are N(context_mean 1_d, context_var I_d) (paper: N(1, 0.5))."""
     context_var: float = 0.5
+    """See ``context_mean``."""
     truth: object = "paired"
+    """theta*: ``"paired"`` (Setting A: theta*_{i,2i-1} = theta*_{i,2i} = 1), ``"identity"`` (Setting B:
+    theta*_i = e_i), ``"normal"`` (drawn per replication) or an explicit (n, d) array."""
     truth_scale: float = 1.0
+    """With ``truth="normal"``: E||theta*_i||^2 = truth_scale^2."""
     init_mean: object = 0.0
+    """theta(0) entries ~ N(init_mean, init_var); ``"item"``: N(i, init_var), i 1-based (Setting A)."""
     init_var: float = 5.0
+    """See ``init_mean`` (paper: 5)."""
     gamma: float = 5.0
+    """Stage-1 radius of the constrained MLE (label ``opt1``); must contain theta*."""
     c_lambda: float = 0.1
+    """Stage-2 ridge scale: lambda_t = c_lambda sqrt(t M log T / n) (label ``opt``); the paper
+    gives no value (docs/sensitivity.md)."""
     tie_break: str = "nearest"
+    """Where the data leave theta unidentified: ``"nearest"`` to theta(t-1), or ``"min_norm"``."""
     ci_every: int = 10
+    """Record the debiased CIs every this many steps (0: never); a policy that asks for the
+    debiased estimate gets it at every step regardless."""
     ci_level: float = 0.95
+    """Nominal level of the CIs."""
     edges: object = None
+    """An explicit (E, 2) comparison graph instead of an Erdos-Renyi draw."""
     max_graph_draws: int = 10_000
+    """Erdos-Renyi draws allowed until the graph is connected."""
     graph: str = "connected"
+    """``"connected"`` (redraw until connected, the paper's protocol) or ``"raw"`` (one draw)."""
 
     def __post_init__(self):
         check.integer("n_items", self.n_items, low=2)

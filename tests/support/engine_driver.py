@@ -1,6 +1,6 @@
 """A study driver for the tests that need a separate process (python engine_driver.py STUDY SLEEP
 [cli flags]): the command line of jobs/<study>.py with the cheap stand-in replication of
-test_engine_support (each replication sleeping SLEEP seconds), on its own embedded Ray.
+engine_support (each replication sleeping SLEEP seconds), on its own embedded Ray.
 With STUDY_TEST_SLOW_COMMIT=S in the environment every batch's write takes S seconds longer (a slow
 disk), so that a signal can be made to arrive while the driver writes."""
 import functools
@@ -10,7 +10,7 @@ import time
 
 from study import cli
 from study.results import storage
-from test_engine_support import fake_replicate
+from engine_support import fake_replicate
 
 if __name__ == "__main__":
     slow = float(os.environ.get("STUDY_TEST_SLOW_COMMIT", "0"))

@@ -1,5 +1,5 @@
 """The Ray study engine: seeds, plans, end-to-end runs, resume, failures, a two-node cluster,
-figures and the summary.  Most tests use a cheap stand-in replication (tests/test_engine_support.py)
+figures and the summary.  Most tests use a cheap stand-in replication (tests/support/engine_support.py)
 so that they exercise the engine, not the bandit core; one runs the real core at a tiny size."""
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from study.runner import rayconn
 from study import runner
 from study.simulation import seeds
 from study.results import storage
-from test_engine_support import FailingReplicate, fake_replicate
+from engine_support import FailingReplicate, fake_replicate
 
 TINY = ["--set", "T=30", "--set", "T0=10", "--no-progress"]
-TESTS_DIR = str(Path(__file__).resolve().parent)
+SUPPORT_DIR = str(Path(__file__).resolve().parents[1] / "support")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ CLUSTER_SCRIPT = textwrap.dedent("""
     from study import runner
     from study.simulation import seeds
     from study.results import storage
-    from test_engine_support import FailingReplicate
+    from engine_support import FailingReplicate
 
     out, tests = sys.argv[1], sys.argv[2]
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
@@ -270,10 +270,10 @@ CLUSTER_SCRIPT = textwrap.dedent("""
 def test_two_node_cluster(ray_session, tmp_path):
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Unix socket paths are limited
     env = dict(os.environ, RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled",
-               PYTHONPATH=os.pathsep.join(p for p in (TESTS_DIR, os.environ.get("PYTHONPATH")) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (SUPPORT_DIR, os.environ.get("PYTHONPATH")) if p))
     env.pop("RAY_ADDRESS", None)
     try:
-        res = subprocess.run([sys.executable, "-c", CLUSTER_SCRIPT, str(tmp_path / "two"), TESTS_DIR],
+        res = subprocess.run([sys.executable, "-c", CLUSTER_SCRIPT, str(tmp_path / "two"), SUPPORT_DIR],
                              env=env, capture_output=True, text=True, timeout=240)
     finally:
         subprocess.run(["rm", "-rf", ray_tmp])

@@ -11,7 +11,7 @@ import pytest
 
 from study import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 BAD_FLAGS = [

@@ -1,4 +1,4 @@
-"""The current core against the frozen one it replaced (study.legacy, commit 796e5ac), on paired
+"""The current core against the frozen one it replaced (benchmarks.legacy, commit 796e5ac), on paired
 replications: the same environment, policy uniforms and method, once with each estimator.
 
 What must hold (issue "a core that scales"): the choices agree (except at measured near-ties:

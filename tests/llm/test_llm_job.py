@@ -21,7 +21,7 @@ from study.results import storage
 from study.llm import runs
 from test_llm_byo import ROWS, frame  # the same tiny judgments file as the BYO loader tests
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--set", "T=60", "--set", "T0=20", "--no-progress"]
 
 def write_judgments(path, rows=ROWS):

@@ -12,7 +12,7 @@ import study
 from study import runner
 from study.results import storage
 
-REPO = str(Path(__file__).resolve().parents[1])
+REPO = str(Path(__file__).resolve().parents[2])
 USER = "examples.my_policy:Boltzmann"
 
 

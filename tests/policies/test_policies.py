@@ -15,7 +15,7 @@ from study.simulation.graph import ComparisonGraph, is_connected
 from study.policies import (CoLSTIM, DoubleThompson, EpsilonGreedy, MaxInP, Step, UncertaintyAwareRB,
                             policy_generator, resolve_methods)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 X1 = np.array([1.0])  # d = 1, x = 1: the utility of item i is theta_i itself
 # n = 4: edges 0-1, 0-2, 1-2, 2-3; neighbours 0: {1, 2}, 1: {0, 2}, 2: {0, 1, 3}, 3: {2}
 GRAPH = ComparisonGraph.from_edges([(0, 1), (0, 2), (1, 2), (2, 3)], 4)

@@ -1,5 +1,5 @@
 """Results that cannot be corrupted (issue 11), driver side, with a real driver in a subprocess on
-its own embedded Ray (tests/engine_driver.py: the regret command line with the cheap stand-in
+its own embedded Ray (tests/support/engine_driver.py: the regret command line with the cheap stand-in
 replication): a second driver on the same --out is refused, the embedded Ray listens on loopback
 only, and two SIGINTs 0.05 s apart still store every finished replication and say how many."""
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 
 from study import cli
 from study.results import storage
-from test_engine_support import fake_replicate
+from engine_support import fake_replicate
 
-TESTS_DIR = Path(__file__).resolve().parent
-ROOT = TESTS_DIR.parent
+SUPPORT_DIR = Path(__file__).resolve().parents[1] / "support"
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--settings", "A", "--methods", "RB", "ETA", "--reps", "150", "--set", "T=30", "--set", "T0=10",
         "--num-cpus", "1", "--batch-size", "1", "--no-progress"]
 
@@ -34,9 +34,9 @@ def driver(tmp_path_factory):
     out = tmp_path_factory.mktemp("driven")
     ray_tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # short: Unix socket paths are limited
     env = dict(os.environ, RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled",
-               STUDY_TEST_SLOW_COMMIT="0.3", PYTHONPATH=os.pathsep.join([str(TESTS_DIR), str(ROOT)]))
+               STUDY_TEST_SLOW_COMMIT="0.3", PYTHONPATH=os.pathsep.join([str(SUPPORT_DIR), str(ROOT)]))
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen([sys.executable, str(TESTS_DIR / "engine_driver.py"), "regret", "0.1",
+    proc = subprocess.Popen([sys.executable, str(SUPPORT_DIR / "engine_driver.py"), "regret", "0.1",
                              "--out", str(out), *ARGS], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

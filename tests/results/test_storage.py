@@ -21,10 +21,10 @@ from study.results import storage
 from study.runner import batching
 from study.results import __main__ as results_main
 from study import runner
-from test_engine_support import fake_replicate
+from engine_support import fake_replicate
 
-TESTS_DIR = Path(__file__).resolve().parent
-ROOT = TESTS_DIR.parent
+SUPPORT_DIR = Path(__file__).resolve().parents[1] / "support"
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--set", "T=30", "--set", "T0=10", "--no-progress"]
 SMALL = ["--reps", "3", "--settings", "A", "--methods", "RB", "ETA", *TINY]
 
@@ -157,8 +157,8 @@ def test_corrupt_manifest_is_one_line_exit_2(ray_session, tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------
 
 def _holder(out, seconds):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS_DIR)]))
-    return subprocess.Popen([sys.executable, str(TESTS_DIR / "lock_holder.py"), str(out), str(seconds)],
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(SUPPORT_DIR)]))
+    return subprocess.Popen([sys.executable, str(SUPPORT_DIR / "lock_holder.py"), str(out), str(seconds)],
                             stdout=subprocess.PIPE, text=True, env=env)
 
 
