@@ -403,6 +403,15 @@ FIGURES = {"regret": lambda out, study: regret_figures(out, study),
            "baselines": lambda out, study: baselines_figures(out, study)}
 
 
+def draw_study(out, study) -> list:
+    """The figures of one stored study (by the figure family its manifest names); the paths written."""
+    for name, kind in stored_studies(out):
+        dirs = storage.dataset_dirs(out, name)
+        if name == study and kind in FIGURES and (storage.parts(dirs["trajectory"]) or storage.parts(dirs["intervals"])):
+            return FIGURES[kind](out, name)
+    return []
+
+
 def draw_all(out) -> list:
     """Every figure of every study stored under ``out`` (by the figure family its manifest names);
     returns the paths written."""

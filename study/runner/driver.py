@@ -137,8 +137,17 @@ class StudyReport:
             text += (f"\n  failed {f['setting']}/{f['method']}/M={f['M']} rep={f['rep']} "
                      f"seed={f['seed']}: {f['error']}")
         if len(self.failures) > 10:
-            text += f"\n  ... and {len(self.failures) - 10} more (see {self.study}_failures/)"
+            text += f"\n  ... and {len(self.failures) - 10} more"
+        if self.failures:
+            text += "\n" + failures_hint(self.out, self.study)
         return text
+
+
+def failures_hint(out, study) -> str:
+    """Where the tracebacks of a study's failed replications are stored, and how to print them."""
+    return (f"  tracebacks are stored in {Path(out) / (study + '_failures')}/; print them with "
+            f"`python -m study.results failures {out} {study}` (or rerun with --verbose); the next run "
+            "retries these replications")
 
 
 def run_study(plan, out, options: RunOptions | None = None, **fields) -> StudyReport:
