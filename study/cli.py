@@ -49,9 +49,10 @@ Where it runs:
   inside `ray job submit`   the job's cluster (RAY_ADDRESS is set by Ray); --out must be absolute
 Rerunning the same command resumes: only replications missing from --out are computed; one run
 writes a given --out at a time; Ctrl-C stores every finished replication (docs/storage.md).
-The embedded Ray listens on 127.0.0.1 only.  Keep Ray's token authentication; RAY_AUTH_MODE=disabled
-lets anyone who reaches the cluster's ports run code as you (docs/cluster.md); if you disable it,
-do so for `ray start` and this command alike.
+The embedded Ray listens on 127.0.0.1 only and keeps Ray's token authentication.  Keep it on a
+cluster too: export RAY_AUTH_MODE=token (and have the cluster's token in ~/.ray/auth_token) in the
+shells of `ray start`, of this command and of `ray job submit`; RAY_AUTH_MODE=disabled lets anyone
+who reaches the cluster's ports run code as you (docs/cluster.md).
 """
 
 
@@ -196,6 +197,10 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     parser.add_argument("--address", metavar="ADDR",
                         help="Ray cluster to join: 'auto', 'HOST:PORT' or 'ray://HOST:PORT' "
                              "(default: RAY_ADDRESS if set, else an embedded local Ray)")
+    parser.add_argument("--py-modules", nargs="+", metavar="DIR",
+                        help="packages (directories, or .whl files) to ship to the Ray workers, so that a policy "
+                             "of your own (--methods mypkg.module:Name) imports there; needed with --address when "
+                             "the workers do not have it installed (docs/cluster.md)")
     parser.add_argument("--num-cpus", type=_positive_int, metavar="K",
                         help="CPUs of the embedded local Ray (default: all)")
     parser.add_argument("--fresh", action="store_true",
@@ -244,6 +249,16 @@ def _check_out(parser, args):
             parser.error(f"--num-cpus {num_cpus} exceeds this machine's {max_local_cpus()} CPUs; an embedded "
                          "Ray would start that many worker processes (join a cluster with --address instead)")
     _check_writable(parser, out, args.out)
+    for module in getattr(args, "py_modules", None) or ():
+        path = Path(module).expanduser()
+        if not (path.is_dir() or (path.is_file() and path.suffix in (".whl", ".zip"))):
+            parser.error(f"--py-modules {module!r}: not a package directory or a .whl/.zip file")
+
+
+def _runtime_env(args):
+    """The Ray runtime environment asked for on the command line (None: Ray's default)."""
+    modules = getattr(args, "py_modules", None)
+    return {"py_modules": [str(Path(m).expanduser().resolve()) for m in modules]} if modules else None
 
 
 def _check_writable(parser, out: Path, given):
@@ -320,7 +335,7 @@ def _run_plans(plans, args, replicate=None) -> int:
         try:
             options = RunOptions(address=args.address, num_cpus=args.num_cpus, fresh=args.fresh,
                                  replicate=replicate, batch_size=args.batch_size, progress=not args.no_progress,
-                                 init_timeout=INIT_TIMEOUT)
+                                 init_timeout=INIT_TIMEOUT, runtime_env=_runtime_env(args))
             report = run_study(plan, args.out, options)
         except (ConfigMismatch, StorageError, ValueError) as exc:  # StorageError: damaged, locked
             print(f"error: {exc}", file=sys.stderr)
@@ -355,6 +370,8 @@ def main(study: str, argv=None, *, replicate=None) -> int:
     status = _run_plans(plans, args, replicate)
     if status >= 2 or args.no_figures:  # 2: nothing ran; 130/143: interrupted (rerun resumes, then draws)
         return status
+    if not parts(dataset_dirs(args.out, study)["trajectory"]):  # e.g. no cluster reached: nothing to draw
+        return status
     return max(status, _draw(args.out, study))
 
 
@@ -377,7 +394,7 @@ def _main_suite(name, argv, replicate) -> int:
         with study_lock(args.out, run_id=f"{name}-{uuid.uuid4().hex[:6]}"):  # one writer for the whole run
             try:
                 conn = connect(args.address, args.num_cpus, log=lambda m: print(m, file=sys.stderr),
-                               init_timeout=INIT_TIMEOUT)
+                               init_timeout=INIT_TIMEOUT, runtime_env=_runtime_env(args))
             except ConnectionError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1

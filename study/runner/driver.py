@@ -71,6 +71,9 @@ class RunOptions:
         SIGINT/SIGTERM stop the run cleanly (from the main thread only).
     init_timeout : float, optional
         Seconds to join a cluster before giving up with ``ConnectionError``.
+    runtime_env : dict, optional
+        Ray runtime environment of the run, e.g. ``{"py_modules": ["/abs/mypkg"]}`` so that a user
+        policy's package reaches the workers of a cluster.
     log : callable, optional
         ``log(message)``; default: print to stderr.
     """
@@ -90,6 +93,7 @@ class RunOptions:
     handle_signals: bool = True
     init_timeout: float | None = None
     log: Callable | None = None
+    runtime_env: dict | None = None
 
 
 @dataclass
@@ -205,7 +209,8 @@ class _StudyRun:
             conn = None
             if self.n_todo:  # before any write: an unreachable cluster leaves the directory as it was
                 o = self.options
-                conn = connect(o.address, o.num_cpus, log=self.log, init_timeout=o.init_timeout)
+                conn = connect(o.address, o.num_cpus, log=self.log, init_timeout=o.init_timeout,
+                               runtime_env=o.runtime_env)
             return self._run(existing, conn)
 
     def _prepare(self):

@@ -33,10 +33,13 @@ def clean_registry():
 def test_regret_job_alone_leaves_figures_and_summary_then_refuses_another_configuration(tmp_path):
     """As the issue ran it: the user-policy command leaves figures and a summary; the same --out
     with other methods is refused with exit 2, suggesting another --out before --fresh and naming
-    the methods that differ; nothing stored is deleted."""
-    out = tmp_path / "out"
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))
-    env.pop("RAY_ADDRESS", None)
+    the methods that differ; nothing stored is deleted.  The job runs as a user's would, with
+    RAY_AUTH_MODE unset (the suite disables it): the embedded Ray keeps token authentication (the
+    token is created in this HOME) and prints no advice to disable it."""
+    out, home = tmp_path / "out", tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT), HOME=str(home))
     command = [sys.executable, str(ROOT / "jobs" / "regret.py"), "--settings", "A", "--reps", "1", "--no-progress",
                "--out", str(out), *SHORT]
     first = subprocess.run(command + ["--methods", "RB", "examples.my_policy:Boltzmann"], capture_output=True,
@@ -47,6 +50,8 @@ def test_regret_job_alone_leaves_figures_and_summary_then_refuses_another_config
     summary = (out / "summary.md").read_text()
     assert "examples.my_policy:Boltzmann" in summary and summary.endswith("\n") and "Made at commit" in summary
     assert "figures (1, .pdf and .png)" in first.stderr and "summary:" in first.stderr
+    assert (home / ".ray" / "auth_token").exists()  # authentication was on
+    assert "RAY_AUTH_MODE=disabled" not in first.stderr and "opt out" not in first.stderr
 
     second = subprocess.run(command + ["--methods", "RB", "ETA"], capture_output=True, text=True, timeout=120,
                             env=env, cwd=ROOT)
