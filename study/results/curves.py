@@ -117,13 +117,40 @@ def draw_panel(ax, frame, metric, members, *, context=(), T0=None, ylabel="", hi
         floor = np.nanmin(mean[positive]) / 10 if positive.any() else 1e-12
         ax.fill_between(t, np.clip(mean - 2 * se, floor, None), mean + 2 * se, color=style["color"], alpha=0.15,
                         lw=0, zorder=style["zorder"] - 1)
-    ax.set_yscale("log")
+    log_axis(ax)
     ax.set_xlabel("t")
     ax.set_ylabel(ylabel)
     if T0:
         ax.axvline(T0, color="0.4", ls=":", lw=1)
         ax.annotate(f"$T_0$={T0}", xy=(T0, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
                     textcoords="offset points", fontsize=8, color="0.3")
+
+
+def _plain_log_formatter():
+    """Tick labels of a log axis as plain numbers (0.2, 0.5, 1, 2): every decade, and 2, 3, 5 (or
+    fewer as the axis spans more decades) between them."""
+    from matplotlib.ticker import Formatter
+
+    class PlainLog(Formatter):
+        def __call__(self, value, pos=None):
+            if not value > 0:
+                return ""
+            lo, hi = (abs(v) for v in self.axis.get_view_interval())
+            decades = np.log10(max(hi, lo, 1e-300) / max(min(hi, lo), 1e-300))
+            keep = ((1,) if decades > 2.5 else (1, 2, 5) if decades > 1.2 else (1, 2, 3, 5) if decades > 0.7
+                    else tuple(range(1, 10)))
+            mantissa = round(value / 10 ** np.floor(np.log10(value) + 1e-9), 6)
+            return f"{value:g}" if mantissa in keep else ""
+
+    return PlainLog()
+
+
+def log_axis(ax, axis: str = "y"):
+    """A log scale labelled in plain numbers (0.2, 0.3, 1) rather than 2x10^-1."""
+    getattr(ax, f"set_{axis}scale")("log")
+    which = ax.yaxis if axis == "y" else ax.xaxis
+    which.set_major_formatter(_plain_log_formatter())
+    which.set_minor_formatter(_plain_log_formatter())
 
 
 def hidden_curves(frame, members, metrics=("reg", "err"), min_fraction: float = 0.1) -> dict:

@@ -195,7 +195,7 @@ def msweep_figures(out, study="msweep", directory=None) -> list:
                 ax.errorbar(sub["M"] * dodge, sub[f"{metric}_mean"], yerr=2 * sub[f"{metric}_se"], ms=4, capsize=3,
                             **style)
             ax.set_xscale("log")
-            ax.set_yscale("log")
+            curves.log_axis(ax)
             ax.set_xticks(sorted(frame["M"].unique()))
             ax.set_xticklabels([str(m) for m in sorted(frame["M"].unique())])
             from matplotlib.ticker import NullLocator

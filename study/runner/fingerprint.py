@@ -137,8 +137,9 @@ def describe_difference(old, new) -> str:
         diffs.append(f"the replay's data, code or options changed ({', '.join(changed)})")
     if old.get("policies") != new.get("policies"):
         a, b = old.get("policies") or {}, new.get("policies") or {}
-        changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-        diffs.append(f"the code of the user policies {changed} changed")
+        changed = sorted(k for k in set(a) & set(b) if a.get(k) != b.get(k))  # in both: their code changed
+        if changed:  # (a policy on one side only is a difference of methods, named with the cells)
+            diffs.append(f"the code of the user policies {changed} changed")
     if old.get("cells") != new.get("cells"):
         diffs.append(_cells_difference(old.get("cells", []), new.get("cells", [])))
     return "; ".join(d for d in diffs if d) or "fingerprint differs"
