@@ -23,5 +23,5 @@ from .simulation.result import ReplicationResult
 from .simulation.settings import SETTINGS, Setting, resolve_setting
 
 __all__ = ["METHODS", "BASELINES", "ALL_METHODS", "Policy", "Step", "Choice", "register_policy", "resolve_methods",
-           "policy_provenance", "SETTINGS", "Setting", "resolve_setting", "fit_btl", "debias", "DebiasResult", "bootstrap", "BootstrapResult",
-           "run_replication", "run_environment", "ReplicationResult", "load", "__version__"]
+           "policy_provenance", "SETTINGS", "Setting", "resolve_setting", "fit_btl", "debias", "DebiasResult",
+           "bootstrap", "BootstrapResult", "run_replication", "run_environment", "ReplicationResult", "load", "__version__"]
