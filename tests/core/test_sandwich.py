@@ -34,10 +34,10 @@ def one_blas_thread():
 @pytest.fixture(scope="module")
 def arena():
     votes = load_arena()
-    c = votes.counts
-    ties = (c[:, 2] + c[:, 3]).astype(float)
-    rows = dict(i=votes.pairs[:, 0], j=votes.pairs[:, 1], X=np.ones((len(c), 1)), wins=c[:, 1] + 0.5 * ties,
-                m=c.sum(axis=1).astype(float))
+    rows = votes.rows()
+    ties = rows.pop("ties")
+    c = votes.counts  # first won, second won, tie, tie (both bad)
+    assert np.array_equal(rows["wins"], c[:, 1] + 0.5 * (c[:, 2] + c[:, 3])) and rows["m"].sum() == votes.n_votes
     theta = study.fit_btl(**rows, n_items=len(votes.models))
     return votes, rows, ties, theta
 

@@ -1,4 +1,4 @@
-"""A process that annotates with an online ranker, for tests/online/test_store.py (kill -9, two writers).
+"""A process that annotates with an online ranker, for tests/online/test_online_store.py (kill -9, two writers).
 
     python online_child.py loop PATH                 ask/tell until the horizon, "told k" after each tell
     python online_child.py hang-tell PATH K          ... but hang inside the transaction of tell K
