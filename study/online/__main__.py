@@ -54,7 +54,8 @@ def show(args) -> int:
         if args.no_png or ranker.n_told == 0:
             return 0
         if ranker.config.n_items > MAX_DIAGRAM_ITEMS:
-            print(f"diagram: not drawn ({ranker.config.n_items} items; at most {MAX_DIAGRAM_ITEMS} make a readable one)")
+            print(f"diagram: not drawn ({ranker.config.n_items} items; at most {MAX_DIAGRAM_ITEMS} make a "
+                  "readable one)")
             return 0
         png = args.png or args.file.with_name(args.file.name + "_diagram.png")
         contexts = told_contexts(ranker)

@@ -26,6 +26,7 @@ before the row, and no generator (``rng=None``: draws there could not be replaye
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import warnings
@@ -451,15 +452,25 @@ class Ranker:
         with self._store.read() as conn:
             return Store.counts(conn)
 
+    def _snapshot(self, se: str):
+        """(theta, debiased result, told rows) of one consistent state; the result is the caller's own
+        (a copy: writing into it cannot reach the estimate the policy sees)."""
+        se = check_se(se)
+        state = self._read()
+        theta = state.estimate.theta.copy()
+        with _one_blas_thread():
+            shared = state.debiased()
+            result = dataclasses.replace(shared, theta_d=shared.theta_d.copy(), _cache={},
+                                         factor=None if shared.factor is None else shared.factor.copy())
+            if se == "sandwich":
+                result = robust(result, theta, *state.rows.arrays())
+        return theta, result, state.rows
+
     def debiased(self, se: str = "model"):
         """The debiased estimate at the current theta (:class:`study.DebiasResult`) with the
         model-based (``se="model"``, the paper's Phi_11) or sandwich (``"sandwich"``, robust to
         ties) covariance; ``available`` is False while the told rows do not identify theta."""
-        se = check_se(se)
-        state = self._read()
-        with _one_blas_thread():
-            result = state.debiased()
-            return result if se == "model" else robust(result, state.estimate.theta, *state.rows.arrays())
+        return self._snapshot(se)[1]
 
     def intervals(self, level: float = 0.95, se: str = "model"):
         """CIs of every theta_ik (a DataFrame: item, name, dim, estimate, se, lower, upper,
@@ -468,8 +479,10 @@ class Ranker:
 
     def mean_context(self) -> np.ndarray:
         """The mean context of the told rows (the first context asked if none is told yet)."""
-        state = self._read()
-        X = state.rows.arrays()[2]
+        return self._mean_context(self._read().rows)
+
+    def _mean_context(self, rows) -> np.ndarray:
+        X = rows.arrays()[2]
         if len(X):
             return X.mean(axis=0)
         with self._store.read() as conn:
@@ -481,8 +494,11 @@ class Ranker:
     def ranking(self, x=None, level: float = 0.95, se: str = "model"):
         """The items ranked by x'theta_i at context ``x`` (default: the mean told context), with the
         CI of x'theta_i from the debiased estimate (NaN while unavailable): a DataFrame."""
-        x = self.mean_context() if x is None else check.finite_array("x", x, ndim=1, shape=(self.config.dim,))
-        return report.ranking(self.theta, self.debiased(se), np.asarray(x, dtype=float), self.config.labels, level)
+        if x is not None:
+            x = check.finite_array("x", x, ndim=1, shape=(self.config.dim,))
+        theta, result, rows = self._snapshot(se)
+        x = self._mean_context(rows) if x is None else x
+        return report.ranking(theta, result, np.asarray(x, dtype=float), self.config.labels, level)
 
     def diagram(self, contexts, path=None, *, uncertainty: bool = True, level: float = 0.95,
                 threshold: float = 0.95, se: str = "model"):
@@ -491,9 +507,9 @@ class Ranker:
         (``uncertainty=True``) for more than ``threshold`` of the contexts; transitive reduction.
         Returns the reduced (n, n) adjacency; draws it to ``path`` (PNG, PDF) when given."""
         contexts = check.finite_array("contexts", contexts, ndim=2, shape=(None, self.config.dim))
-        return report.diagram(self.theta, self.debiased(se) if uncertainty else None, contexts, self.config.labels,
-                              path=path, level=level, threshold=threshold,
-                              title=f"{self.path.name}: {self.n_told} told outcomes")
+        theta, result, rows = self._snapshot(se)
+        return report.diagram(theta, result if uncertainty else None, contexts, self.config.labels, path=path,
+                              level=level, threshold=threshold, title=f"{self.path.name}: {rows.n} told outcomes")
 
     def close(self) -> None:
         self._store.close()

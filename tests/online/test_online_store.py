@@ -181,7 +181,8 @@ def test_bad_input_is_refused_and_changes_nothing(small):
 
 def test_creation_with_bad_arguments_leaves_no_file(tmp_path):
     path = tmp_path / "new.sqlite"
-    for kwargs, message in [({"dim": 2}, "needs n_items"), ({"n_items": 3, "dim": 2, "policy": "nope"}, "unknown method"),
+    for kwargs, message in [({"dim": 2}, "needs n_items"),
+                            ({"n_items": 3, "dim": 2, "policy": "nope"}, "unknown method"),
                             ({"n_items": 3, "dim": 2, "T0": 50, "T": 10}, "T0 must lie in"),
                             ({"n_items": 3, "dim": 2, "edges": [(0, 1)]}, "not form a connected graph"),
                             ({"n_items": 3, "dim": 2, "theta0": np.zeros((2, 2))}, "theta0 must have shape")]:

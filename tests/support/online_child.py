@@ -92,7 +92,8 @@ def main(argv):
             for _ in range(rounds):
                 first = ranker.ask(env.contexts[0])
                 second = ranker.ask(env.contexts[1])
-                time.sleep(0.01)  # the judges at work (SQLite's lock is not fair: a writer without pauses starves the other)
+                time.sleep(0.01)  # the judges at work (SQLite's lock is not fair: without pauses one writer
+                # could take every turn, and the test would see no concurrency)
                 ranker.tell(second, judge(env, second), SETTING.M)  # out of order
                 ranker.tell(first, judge(env, first), SETTING.M, ties=0)
                 say(f"{name} {first.id} {second.id}")
