@@ -281,8 +281,8 @@ def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
         total = len({k for k in stored if k[:3] == (setting, method, M)})
         with_ci = "" if n_reps == total else f" ({total - n_reps} of {total} never have one)"
         first = int(frame["t"].min())
-        fig.suptitle(f"Coverage of the {level:.0%} debiased CIs: {_setting_label(out, study, setting)}, {method}, "
-                     f"M={M}, {total} replications", fontsize=10)
+        fig.suptitle(f"Coverage of the {level:.0%} debiased CIs ({SE_TEXT['model']}): "
+                     f"{_setting_label(out, study, setting)}, {method}, M={M}, {total} replications", fontsize=10)
         _caption(fig, f"Each panel is one item. At each time t of the grid: the fraction of replications whose CI "
                       f"of θ*_ik covers the truth, averaged over the item's d dimensions (black; grey: the lowest "
                       f"and highest dimension). A CI exists once Ψ_t is invertible; a time is shown once at least "
@@ -327,6 +327,8 @@ REPLAY_TEXT = {
 }
 
 DIAGRAMS_FILE = "_diagrams.npz"
+# Every interval states its standard errors (the coverage studies' are always the model-based ones).
+SE_TEXT = {"model": "model-based SE: the paper's Phi_11(t)", "sandwich": "sandwich SE: robust to ties"}
 MAX_DIAGRAM_MODELS = 12  # more models than this make an unreadable diagram (the arena has 129)
 
 
@@ -346,7 +348,8 @@ def load_diagram_panels(out, study):
         point = {t: z["point"][k] for k, t in enumerate(times)}
         ci = {t: ((z["theta_d"][k], z["phi11"][k]) if z["has_ci"][k] else None) for k, t in enumerate(times)}
         info = {"contexts": z["contexts"], "labels": [safe_label(x) for x in z["labels"]], "method": str(z["method"]),
-                "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"])}
+                "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"]),
+                "se_method": str(z["se_method"]) if "se_method" in z.files else "model"}
     return point, ci, info
 
 
@@ -381,7 +384,7 @@ def replay_figures(out, study, directory=None) -> list:
             (False, "diagrams", "model i's score x'theta_i(t) exceeds model j's",
              "Ranking diagrams from the estimate theta(t)"),
             (True, "diagrams_ci", "the 95% CI of x'(theta_i - theta_j), from the debiased estimate and the full "
-                                  "covariance Phi_11(t), lies above 0",
+                                  f"covariance ({SE_TEXT[info['se_method']]}), lies above 0",
              "Uncertainty-aware ranking diagrams (95% CIs)")):
         panels = ci if uncertainty else point
         fig, _ = plot_ranking_diagrams(panels, info["contexts"], info["labels"], uncertainty=uncertainty,
