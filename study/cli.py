@@ -192,8 +192,9 @@ def build_parser(study: str) -> argparse.ArgumentParser:
               else "T, T0, M, p, alpha, gamma, c_lambda, tie_break, ci_every, init_var, ...")
     parser.add_argument("--set", dest="overrides", action="append", type=_set_pair, default=[],
                         metavar="KEY=VALUE",
-                        help="override a Setting field for every setting, e.g. --set T=60 --set T0=20 "
-                             f"(repeatable; fields: {fields})")
+                        help="override a Setting field for every setting (repeatable), e.g. a short horizon "
+                             "--set T=200 --set T0=80 (T0 stays 200, the paper's, unless set; every field: "
+                             f"docs/settings.md; here: {fields})")
     if study in ("msweep", "paper"):
         parser.add_argument("--m-values", nargs="+", type=_positive_int, metavar="M",
                             help="M-sweep grid for every setting (default: A: 1 10 20 30, B: 20 50 80)")
