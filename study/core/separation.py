@@ -26,14 +26,18 @@ class SeparableData(ValueError):
     """The comparisons are separable: the maximum-likelihood estimate does not exist."""
 
 
+def _column_scale(X) -> np.ndarray:
+    scale = np.abs(X).max(axis=0)
+    scale[scale == 0.0] = 1.0
+    return scale
+
+
 def _row_design(i, j, X, n_items: int):
     """D (K x n d, sparse) with row k = (e_j - e_i) (x) x_k, rows and columns scaled."""
     from scipy import sparse
 
     K, d = X.shape
-    col_scale = np.abs(X).max(axis=0)
-    col_scale[col_scale == 0.0] = 1.0
-    Xs = X / col_scale
+    Xs = X / _column_scale(X)
     norms = np.linalg.norm(Xs, axis=1) * np.sqrt(2.0)
     norms[norms == 0.0] = 1.0
     Xs = Xs / norms[:, None]
@@ -76,8 +80,9 @@ def separating_direction(i, j, X, wins, m, n_items: int, *, tol: float = SEPARAT
     c = -np.asarray(sparse.csr_matrix(one_sided).sum(axis=0)).ravel()
     result = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=(-1, 1), method="highs",
                      options={"time_limit": LP_SECONDS})
-    if result.status == 0 and -result.fun > tol:
-        return result.x.reshape(int(n_items), X.shape[1])
+    if result.status == 0 and -result.fun > tol:  # back from the scaled columns to theta's coordinates
+        direction = result.x.reshape(int(n_items), X.shape[1]) / _column_scale(X)
+        return direction - direction.mean(axis=0)
     return None
 
 

@@ -52,6 +52,14 @@ def _module_file(module_name):
     return Path(path).resolve() if path and Path(path).is_file() and str(path).endswith(".py") else None
 
 
+def _code_files(code) -> set:
+    """The file names the functions of ``code`` (a function, or a class's methods) were compiled
+    from: a class exec'd in a module with a file claims that file, its methods do not."""
+    functions = [code] if inspect.isfunction(code) else [
+        v for v in vars(code).values() if inspect.isfunction(v)] if inspect.isclass(code) else []
+    return {f.__code__.co_filename for f in functions}
+
+
 def _source_root(module_name: str, path: Path) -> Path:
     """The directory the module was imported from (its sys.path entry)."""
     depth = 0 if module_name == "__main__" else module_name.count(".")
@@ -118,10 +126,12 @@ def hash_source(factory, name) -> dict:
     code, state = _code_and_state(factory)
     module_name = getattr(code, "__module__", None) or ""
     path = _module_file(module_name)
+    if path is not None and any(not Path(f).is_file() or Path(f).resolve() != path for f in _code_files(code)):
+        path = None  # compiled from elsewhere (a notebook cell, exec): the module's file is not its source
     if path is None:
         try:
             defined = inspect.getsourcefile(code)
-        except TypeError:
+        except (TypeError, OSError):
             defined = None
         where = f"{module_name!r}" + (f" (source {defined!r} is not a module file)" if defined else "")
         raise UnhashablePolicy(

@@ -133,7 +133,7 @@ class Setting:
         check.real("ci_level", self.ci_level, low=0.0, high=1.0, low_open=True, high_open=True)
         check.integer("max_graph_draws", self.max_graph_draws, low=1)
         check_replication_size(self.n_items, self.dim, self.T)  # before any truth is built
-        check_environment_size(self.T, self.M, self.dim)
+        check_environment_size(self.T, self.M, self.dim, self.n_items, self.edges is None)
         check.real("truth_scale", self.truth_scale, low=0.0, high=MAX_SCALE, low_open=True)
         for name in ("truth", "edges"):  # arrays are kept read-only: a policy sees the setting
             value = getattr(self, name)
@@ -229,14 +229,17 @@ def _read_only(value):
     return array.view()
 
 
-def check_environment_size(T: int, M: int, dim: int) -> None:
-    """ValueError when the environment's draws (the T x M outcome uniforms, the T x d contexts),
-    made up front, would clearly exceed memory."""
-    memory = 8.0 * T * (M + dim)
-    if memory > MEMORY_LIMIT_BYTES:
-        raise ValueError(f"M={M} with T={T} is out of reach: the environment draws the T x M outcome uniforms "
-                         f"up front, about {memory / 2 ** 30:.3g} GiB of memory (limit "
-                         f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB); reduce M or T")
+def check_environment_size(T: int, M: int, dim: int, n_items: int, drawn_graph: bool) -> None:
+    """ValueError when the environment's draws, made up front, would clearly exceed memory: the
+    T x M outcome uniforms, the T x d contexts and, for an Erdos-Renyi graph, its n(n-1)/2
+    candidate pairs (indices and uniforms) and the n x n adjacency."""
+    uniforms = 8.0 * T * (M + dim)
+    graph = (24.0 * n_items * (n_items - 1) / 2 if drawn_graph else 0.0) + float(n_items) ** 2
+    if uniforms + graph > MEMORY_LIMIT_BYTES:
+        what = (f"M={M} with T={T}: the environment draws the T x M outcome uniforms up front" if uniforms >= graph
+                else f"n_items={n_items}: the environment draws the graph's n(n-1)/2 candidate edges up front")
+        raise ValueError(f"{what}, about {(uniforms + graph) / 2 ** 30:.3g} GiB of memory (limit "
+                         f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB): out of reach; reduce M, T or n_items")
 
 
 def _log_connected_bound(n: int, p: float, graph: str) -> float:
