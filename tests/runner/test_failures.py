@@ -89,20 +89,30 @@ OUT_OF_REACH = [
 
 @pytest.mark.parametrize("args, message", OUT_OF_REACH)
 def test_settings_out_of_reach_are_refused_in_process(args, message, tmp_path, capsys):
+    """The command line's validation (cli.make_plans, which runs before Ray) refuses them; nothing
+    is run here even where it would not (a setting that spins forever must never start)."""
+    parser = cli.build_parser("regret")
+    parsed = parser.parse_args(["--out", str(tmp_path), "--settings", "A", *args])
     with pytest.raises(SystemExit) as exc:
-        cli.main("regret", ["--out", str(tmp_path), "--settings", "A", *args])
+        cli.make_plans(parser, parsed, ["regret"])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "error:" in err
     assert not any(tmp_path.iterdir())
 
 
+def _limit_memory():  # a safety net: a run that is not refused must not take the machine down
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (6 * 2 ** 30, 6 * 2 ** 30))
+
+
 def _refused_before_ray(args, tmp_path):
     start = time.perf_counter()
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     env.pop("RAY_ADDRESS", None)
-    res = subprocess.run([sys.executable, str(ROOT / "jobs" / "regret.py"), "--out", str(tmp_path), *args],
-                         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    res = subprocess.run([sys.executable, str(ROOT / "jobs" / "regret.py"), "--out", str(tmp_path), "--reps", "1",
+                          "--num-cpus", "1", *args], capture_output=True, text=True, timeout=120, env=env,
+                         cwd=tmp_path, preexec_fn=_limit_memory)
     assert res.returncode == 2, res.stderr[-2000:]
     assert "error:" in res.stderr and "Traceback" not in res.stderr
     assert "Ray" not in res.stderr  # no Ray instance was started
