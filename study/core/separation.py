@@ -57,11 +57,8 @@ def separating_direction(i, j, X, wins, m, n_items: int, *, tol: float = SEPARAT
     from scipy.optimize import linprog
     from scipy import sparse
 
-    i = np.asarray(i, dtype=np.intp)
-    j = np.asarray(j, dtype=np.intp)
-    X = np.asarray(X, dtype=float)
-    if X.ndim == 1:
-        X = X[:, None]
+    i, j = np.asarray(i, dtype=np.intp), np.asarray(j, dtype=np.intp)
+    X = np.asarray(X, dtype=float).reshape(len(i), -1)  # (K,) contexts are (K, 1)
     wins = np.asarray(wins, dtype=float)
     m = np.broadcast_to(np.asarray(m, dtype=float), wins.shape)
     if 2 * X.size > LP_MAX_NONZEROS:

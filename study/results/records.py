@@ -18,6 +18,7 @@ import re
 import stat
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .._util import sha256_file
@@ -120,12 +121,12 @@ def check_part(path: Path, info: dict, what: str, study: str, record: dict) -> s
     contents = _CONTENTS.get(key)
     if contents is None:
         try:
-            table = pq.read_table(path, columns=["study", *KEY_COLUMNS])
+            table = pq.ParquetFile(path).read(columns=["study", *KEY_COLUMNS], use_threads=False)
         except Exception as exc:  # noqa: BLE001 -- verified bytes that do not parse are damage
             return f"cannot be read as a part ({type(exc).__name__}: {exc})"
-        columns = [table.column(c).to_pylist() for c in KEY_COLUMNS]
-        contents = _CONTENTS[key] = (table.num_rows, frozenset(table.column("study").to_pylist()),
-                                     frozenset(zip(*columns)))
+        unique = table.group_by(list(KEY_COLUMNS)).aggregate([]).to_pydict()  # a few keys, not every row
+        contents = _CONTENTS[key] = (table.num_rows, frozenset(pc.unique(table.column("study")).to_pylist()),
+                                     frozenset(zip(*(unique[c] for c in KEY_COLUMNS))))
     rows, studies, keys = contents
     if rows != info.get("rows"):
         return f"holds {rows} rows, its record says {info.get('rows')}"
