@@ -163,7 +163,8 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     trajs, ints, failures = [], [], []
     limit = getattr(setting, "time_limit", None)
     for rep, seed in reps_seeds:
-        label = f"replication rep={rep} (seed {seed}) of {'/'.join(c.method for c in cells)} in setting {cells[0].setting}"
+        methods = "/".join(c.method for c in cells)
+        label = f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}"
         try:
             with time_limit(None if limit is None else limit * len(cells), label):
                 results = _results(cells, setting, seed, replicate)

@@ -87,7 +87,8 @@ def test_part_of_another_run_with_a_correct_checksum_is_not_counted(stored, tmp_
     (_, theirs), *_ = storage.read_commits(other, "regret")
     source = other / "regret" / theirs["files"]["trajectory"]["file"]
     data = source.read_bytes()
-    info = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "rows": theirs["files"]["trajectory"]["rows"]}
+    info = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+            "rows": theirs["files"]["trajectory"]["rows"]}
     # (a) named through a path outside the dataset directory, checksum right
     rel = os.path.relpath(source, out / "regret")
     record = forge(out, "part-forged-00001", {"trajectory": {"file": rel, **info}})
