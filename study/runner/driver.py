@@ -30,9 +30,10 @@ from .fingerprint import check_stored
 from .progress import Interrupts, Progress
 from .rayconn import connect
 from .reuse import copy_reused, count_reusable, reusable
-from .worker import WithFactories, as_cells, lost_batch, remote_run_batch, worker_died
+from .worker import WithFactories, as_cells, lost_batch, not_run_batch, remote_run_batch, worker_died
 from .writer import Writer
 
+CRASHES_PER_CELL = 3  # replications of one cell that crashed their worker, alone, before the rest is not run
 FLUSH_SECONDS = 1.0  # finished replications are committed to disk at most this long after arrival
 WAIT_SECONDS = 0.5   # the driver loop wakes at least this often (signals, flushes)
 
@@ -288,6 +289,10 @@ class _StudyRun:
         return stopped
 
 
+def _cell_key(cell) -> tuple:
+    return tuple(c.label for c in as_cells(cell))
+
+
 class _TaskLoop:
     """Submit tasks lazily with a bounded number in flight, gather them as they finish, commit
     finished work within ``flush_seconds``; on a signal or ``stop_after_batches``, cancel what is
@@ -304,6 +309,8 @@ class _TaskLoop:
         self.bar = Progress(study_run.plan.study, study_run.n_todo, o.progress, study_run.log)
         self.in_flight, self.received, self.nodes, self.task_cpu = {}, 0, set(), 0.0
         self.isolate = collections.deque()  # single replications of a task whose worker died
+        self.crashes = collections.Counter()  # cell -> replications that crashed their worker, alone
+        self.alone = {}  # ref of an isolated replication in flight -> its cell
 
     def run(self, work) -> bool:
         """Drive ``work`` (the lazy batches) to the end; returns whether it stopped early."""
@@ -338,19 +345,37 @@ class _TaskLoop:
         """Submit tasks until ``limit`` are in flight; returns whether ``work`` is exhausted."""
         r = self.run_
         while len(self.in_flight) < self.limit and not self.interrupts.requested:
-            item = self.isolate.popleft() if self.isolate else next(work, None)
+            item, alone = self._next_item(work)
             if item is None:
                 return True
             cell, reps_seeds = item
+            crashes = self.crashes[_cell_key(cell)]
+            if crashes >= CRASHES_PER_CELL:  # a policy that crashes every time: do not restart workers for ever
+                self._record(cell, reps_seeds, not_run_batch(r.plan.study, cell, reps_seeds, crashes, r.run_id))
+                continue
             ref = self.remote.remote(r.plan.study, cell, reps_seeds, self.replicate_ref,
                                      r.options.record_intervals, r.run_id)
             self.in_flight[ref] = (cell, reps_seeds)
+            if alone:
+                self.alone[ref] = _cell_key(cell)
         return False
+
+    def _next_item(self, work):
+        """(the next (cell, reps_seeds) to run, whether it is a replication run alone): an isolated
+        replication first, one per cell at a time (so that a cell that keeps crashing stops after
+        ``CRASHES_PER_CELL``), else the next batch of ``work``."""
+        busy = set(self.alone.values())
+        for k, item in enumerate(self.isolate):
+            if _cell_key(item[0]) not in busy:
+                del self.isolate[k]
+                return item, True
+        return next(work, None), False
 
     def _gather(self, ref) -> None:
         """Take one finished task's result (or record its replications as failed) to the writer."""
         r = self.run_
         cell, reps_seeds = self.in_flight.pop(ref)
+        self.alone.pop(ref, None)
         try:
             result = self.ray.get(ref)
         except Exception as exc:  # noqa: BLE001 -- the worker died, etc.
@@ -359,7 +384,14 @@ class _TaskLoop:
                 r.log(f"[{r.plan.study}] a worker died running {len(reps_seeds)} replications of "
                       f"{'/'.join(c.label for c in as_cells(cell))} ({type(exc).__name__}); running them one by one")
                 return
+            if worker_died(exc):
+                self.crashes[_cell_key(cell)] += 1
             result = lost_batch(r.plan.study, cell, reps_seeds, exc, r.run_id)
+        self._record(cell, reps_seeds, result)
+
+    def _record(self, cell, reps_seeds, result) -> None:
+        """Hand one task's result (or its failure records) to the writer, the report and the bar."""
+        r = self.run_
         self.writer.add(result)
         self.nodes.add(result.get("node"))
         self.task_cpu += result.get("cpu_seconds", 0.0)

@@ -213,6 +213,18 @@ def lost_batch(study, cell, reps_seeds, exc, run_id) -> dict:
                          for c in as_cells(cell) for r, s in reps_seeds]}
 
 
+def not_run_batch(study, cell, reps_seeds, crashes, run_id) -> dict:
+    """Replications recorded as failed without running: their policy crashed its worker in
+    ``crashes`` replications of the same cell already (each run alone, each named in its own
+    failure record)."""
+    cells = as_cells(cell)
+    error = (f"NotRun: policy {'/'.join(c.method for c in cells)!r} crashed its worker in {crashes} replications "
+             f"of setting {cells[0].setting} (M={cells[0].M}) already (see their failures), so the rest of the cell "
+             "was not run; fix the policy and rerun the same command to compute them")
+    return {"trajectory": TRAJECTORY_SCHEMA.empty_table(), "intervals": INTERVAL_SCHEMA.empty_table(),
+            "failures": [failure_record(study, c, r, s, error, "", run_id) for c in cells for r, s in reps_seeds]}
+
+
 def _node_id() -> str:
     """The Ray node this task runs on (the host name outside Ray), for the manifest."""
     try:
