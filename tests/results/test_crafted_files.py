@@ -64,14 +64,15 @@ def test_forged_record_naming_outside_paths_is_damage_never_followed(stored, cap
     info = {"file": target, "sha256": "0" * 64, "bytes": 8, "rows": 1}
     record = forge(out, "part-forged-00000", {"trajectory": info})
     capsys.readouterr()
-    # verify reports the record as damage, naming it (exit 1)
-    assert results_main.main(["verify", str(out), "regret"]) == 1
+    verified = results_main.main(["verify", str(out), "regret"])
     report = capsys.readouterr().out
-    assert record.name in report and "never followed" in report and "damaged: None" not in report
     # the recovery the tool recommends moves the record away and nothing outside --out
     assert results_main.main(["drop-damaged", str(out), "regret"]) == 0
     assert snapshot(victim) == before and (victim / "precious.txt").read_text() == "precious"
     assert (out / "regret" / "_damaged" / record.name).exists()
+    # verify had reported the record as damage, naming it (exit 1), and never the file it names
+    assert verified == 1
+    assert record.name in report and "never followed" in report and "damaged: None" not in report
     assert results_main.main(["verify", str(out), "regret"]) == 0
     # and a later --fresh deletes nothing outside --out either
     assert run_regret(out, "--fresh") == 0
