@@ -156,7 +156,7 @@ def describe_difference(old, new) -> str:
         diffs[0] += _files_difference(old.get("core_source_files"), new.get("core_source_files"))
     named = {"core_source_sha256", "core_source_files", "storage_format", "study", "root_seed", "seed_namespace",
              "package_version", "replay", "policies", "cells"}
-    for key in sorted(set(old) | set(new) - named):
+    for key in sorted((set(old) | set(new)) - named):
         if old.get(key) != new.get(key):
             diffs.append(f"{key}: stored {old.get(key)!r}, requested {new.get(key)!r}")
     return "; ".join(d for d in diffs if d) or "fingerprint differs"
