@@ -55,7 +55,7 @@ def method_order(methods) -> list:
 
 def groups(methods, size: int = MAX_PER_PANEL) -> list:
     """[(title, [methods])]: one group when all fit in a panel, else one per family (a family larger
-    than ``size`` split into parts of at most ``size``, titled "... (1 of 2)")."""
+    than ``size`` split into even parts of at most ``size``, titled "... (1 of 2)")."""
     ordered = method_order(methods)
     if len(ordered) <= size:
         return [("", ordered)]
@@ -64,7 +64,9 @@ def groups(methods, size: int = MAX_PER_PANEL) -> list:
         by_family.setdefault(family(method), []).append(method)
     result = []
     for name, members in by_family.items():
-        parts = [members[k:k + size] for k in range(0, len(members), size)]
+        count = -(-len(members) // size)  # parts of at most `size`, as even as possible (9 -> 5 + 4)
+        bounds = [round(k * len(members) / count) for k in range(count + 1)]
+        parts = [members[bounds[k]:bounds[k + 1]] for k in range(count)]
         for k, part in enumerate(parts):
             result.append((name + (f" ({k + 1} of {len(parts)})" if len(parts) > 1 else ""), part))
     return result

@@ -39,7 +39,7 @@ def test_groups_by_family_and_split_when_large():
     assert rows == [("the paper's methods", PAPER), ("dueling-bandit baselines", BASELINES), ("your policies", USER)]
     many = [f"p{k}:X" for k in range(14)]
     rows = curves.groups(PAPER + many)
-    assert [len(m) for _, m in rows] == [5, 6, 6, 2]
+    assert [len(m) for _, m in rows] == [5, 5, 5, 4]
     assert rows[1][0] == "your policies (1 of 3)"
     assert curves.method_order(["x:Y", "TS", "ERA", "RB"]) == ["RB", "ERA", "TS", "x:Y"]
 
