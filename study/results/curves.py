@@ -65,8 +65,9 @@ def groups(methods, size: int = MAX_PER_PANEL) -> list:
     result = []
     for name, members in by_family.items():
         count = -(-len(members) // size)  # parts of at most `size`, as even as possible (9 -> 5 + 4)
-        bounds = [round(k * len(members) / count) for k in range(count + 1)]
-        parts = [members[bounds[k]:bounds[k + 1]] for k in range(count)]
+        sizes = [len(members) // count + (k < len(members) % count) for k in range(count)]
+        starts = [sum(sizes[:k]) for k in range(count)]
+        parts = [members[start:start + n] for start, n in zip(starts, sizes)]
         for k, part in enumerate(parts):
             result.append((name + (f" ({k + 1} of {len(parts)})" if len(parts) > 1 else ""), part))
     return result
