@@ -20,8 +20,10 @@ from .policies import (ALL_METHODS, BASELINES, METHODS, Choice, Policy, Step, po
 from .results import load
 from .simulation.replication import run_environment, run_replication
 from .simulation.result import ReplicationResult
+from .simulation.named import load_settings_file, register_setting, unregister_setting
 from .simulation.settings import SETTINGS, Setting, resolve_setting
 
 __all__ = ["METHODS", "BASELINES", "ALL_METHODS", "Policy", "Step", "Choice", "register_policy", "resolve_methods",
            "policy_provenance", "SETTINGS", "Setting", "resolve_setting", "fit_btl", "debias", "DebiasResult",
            "bootstrap", "BootstrapResult", "run_replication", "run_environment", "ReplicationResult", "load", "__version__"]
+__all__ += ["register_setting", "unregister_setting", "load_settings_file"]  # named settings (docs/settings.md)

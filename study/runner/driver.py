@@ -73,6 +73,9 @@ class RunOptions:
         SIGINT/SIGTERM stop the run cleanly (from the main thread only).
     init_timeout : float, optional
         Seconds to join a cluster before giving up with ``ConnectionError``.
+    runtime_env : dict, optional
+        Ray runtime environment of the run, e.g. ``{"py_modules": ["/abs/mypkg"]}`` so that a user
+        policy's package reaches the workers of a cluster.
     log : callable, optional
         ``log(message)``; default: print to stderr.
     """
@@ -92,6 +95,7 @@ class RunOptions:
     handle_signals: bool = True
     init_timeout: float | None = None
     log: Callable | None = None
+    runtime_env: dict | None = None
 
 
 @dataclass
@@ -139,8 +143,17 @@ class StudyReport:
             text += (f"\n  failed {f['setting']}/{f['method']}/M={f['M']} rep={f['rep']} "
                      f"seed={f['seed']}: {f['error']}")
         if len(self.failures) > 10:
-            text += f"\n  ... and {len(self.failures) - 10} more (see {self.study}_failures/)"
+            text += f"\n  ... and {len(self.failures) - 10} more"
+        if self.failures:
+            text += "\n" + failures_hint(self.out, self.study)
         return text
+
+
+def failures_hint(out, study) -> str:
+    """Where the tracebacks of a study's failed replications are stored, and how to print them."""
+    return (f"  tracebacks are stored in {Path(out) / (study + '_failures')}/; print them with "
+            f"`python -m study.results failures {out} {study}` (or rerun with --verbose); the next run "
+            "retries these replications")
 
 
 def run_study(plan, out, options: RunOptions | None = None, **fields) -> StudyReport:
@@ -198,7 +211,8 @@ class _StudyRun:
             conn = None
             if self.n_todo:  # before any write: an unreachable cluster leaves the directory as it was
                 o = self.options
-                conn = connect(o.address, o.num_cpus, log=self.log, init_timeout=o.init_timeout)
+                conn = connect(o.address, o.num_cpus, log=self.log, init_timeout=o.init_timeout,
+                               runtime_env=o.runtime_env)
             return self._run(existing, conn)
 
     def _prepare(self):

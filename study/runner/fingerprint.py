@@ -117,11 +117,18 @@ def check_stored(plan, out):
         raise ConfigMismatch(
             f"{dirs['trajectory']} holds results of a different configuration "
             f"({describe_difference(existing.get('fingerprint'), plan.fingerprint())}). "
-            "Rerun with --fresh to discard them, or choose another --out.")
+            f"{_keep_or_delete(out, plan.study)}")
     if existing is None and any(storage.parts(d) for d in dirs.values()):
-        raise ConfigMismatch(f"{dirs['trajectory']} holds results but no _manifest.json; "
-                             "rerun with --fresh to discard them, or choose another --out.")
+        raise ConfigMismatch(f"{dirs['trajectory']} holds results but no _manifest.json. "
+                             f"{_keep_or_delete(out, plan.study)}")
     return existing
+
+
+def _keep_or_delete(out: Path, study: str) -> str:
+    """The two ways on after a refusal, the one that keeps the stored results first."""
+    other = out.parent / f"{out.name}-{study}-2"
+    return (f"To keep them, choose another --out (e.g. --out {other}); to delete them, rerun with --fresh "
+            f"(it deletes the stored results of study {study!r} in {out}).")
 
 
 def describe_difference(old, new) -> str:
@@ -149,7 +156,7 @@ def describe_difference(old, new) -> str:
         diffs[0] += _files_difference(old.get("core_source_files"), new.get("core_source_files"))
     named = {"core_source_sha256", "core_source_files", "storage_format", "study", "root_seed", "seed_namespace",
              "package_version", "replay", "policies", "cells"}
-    for key in sorted(set(old) | set(new) - named):
+    for key in sorted((set(old) | set(new)) - named):
         if old.get(key) != new.get(key):
             diffs.append(f"{key}: stored {old.get(key)!r}, requested {new.get(key)!r}")
     return "; ".join(d for d in diffs if d) or "fingerprint differs"
@@ -191,18 +198,24 @@ def _policies_difference(old: dict, new: dict) -> str:
 
 
 def _cells_difference(old_cells, new_cells) -> str:
-    """The first difference between two fingerprints' cell lists, in words ("" if none)."""
+    """How two fingerprints' cell lists differ, in words ("" if they do not): the settings, methods
+    or M values that differ, and the first setting whose resolved fields differ."""
     old = {(c["setting"], c["method"], c["M"]): c for c in old_cells}
     new = {(c["setting"], c["method"], c["M"]): c for c in new_cells}
-    if set(old) != set(new):
-        return f"cells: stored {sorted(old)}, requested {sorted(new)}"
-    for key in new:
+    parts = []
+    for index, what in ((0, "settings"), (1, "methods"), (2, "M")):
+        a = list(dict.fromkeys(k[index] for k in old))
+        b = list(dict.fromkeys(k[index] for k in new))
+        if a != b and (index != 2 or not parts):  # M follows the settings: named only when they agree
+            parts.append(f"{what}: stored {' '.join(map(str, a))}, requested {' '.join(map(str, b))}")
+    for key in (k for k in new if k in old):
         a, b = old[key]["resolved_setting"], new[key]["resolved_setting"]
         changed = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
         if changed:
-            return (f"setting {key[0]} fields {changed} differ "
-                    f"(stored {[a.get(f) for f in changed]}, requested {[b.get(f) for f in changed]})")
-    return ""
+            parts.append(f"setting {key[0]} fields {changed} differ "
+                         f"(stored {[a.get(f) for f in changed]}, requested {[b.get(f) for f in changed]})")
+            break
+    return "; ".join(parts)
 
 
 __all__ = ["CORE_PACKAGES", "ConfigMismatch", "StorageError", "check_stored", "core_source_files",

@@ -91,7 +91,7 @@ def failure_record(study, cell, rep, seed, error, tb, run_id) -> dict:
 
 def _setting_of(cell):
     """The cell's resolved Setting (cached per process by name and overrides)."""
-    if cell.base is not None:  # a replay's setting: built from data, not cached by name
+    if cell.base is not None or cell.named is not None:  # built from data or defined by the user: not cached by name
         return cell.resolve()
     key = cell.overrides + (("__name", cell.setting),)
     if key not in _SETTING_CACHE:

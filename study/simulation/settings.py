@@ -51,7 +51,7 @@ class Setting:
 
     ``gamma`` is the stage-1 radius (label ``opt1``); ``c_lambda`` scales the stage-2 ridge
     lambda_t = c_lambda * sqrt(t M log T / n) (label ``opt``).  The paper gives values for neither;
-    see the README for the choice and its sensitivity.  ``init_mean='item'`` draws theta_i(0) from
+    docs/core.md gives the choice, docs/sensitivity.md its effect.  ``init_mean='item'`` draws theta_i(0) from
     N(i, init_var) with i 1-based (Setting A); a number draws every entry from N(init_mean, init_var).
     """
 
@@ -64,7 +64,9 @@ class Setting:
     T: int = 500
     """The horizon: steps per replication."""
     T0: int = 200
-    """The end of RB's first stage (constrained MLE, exploration with probability 1/t^alpha)."""
+    """The end of the first stage: the constrained MLE (``opt1``) up to T0, the ridge MLE (``opt``)
+    after; RB and BT-UCB2 explore with probability 1/t^alpha up to T0.  It stays 200 (the paper's)
+    whatever T is; set it with T (the paper's ratio is T0 = 0.4 T)."""
     M: int = 20
     """Comparisons drawn per step."""
     p: object = 0.3
@@ -114,7 +116,9 @@ class Setting:
         check.integer("T", self.T, low=1)
         check.integer("T0", self.T0, low=0)
         if self.T0 > self.T:
-            raise ValueError(f"T0 must lie in [0, T={self.T}], got T0={self.T0}")
+            raise ValueError(f"T0 must lie in [0, T={self.T}], got T0={self.T0} (T0 is 200, the paper's, unless "
+                             f"set: with a shorter horizon set it too, e.g. T0={round(0.4 * self.T)}, the paper's "
+                             "ratio T0 = 0.4 T)")
         check.integer("M", self.M, low=1)
         self.edge_probability  # validates p
         check.real("alpha", self.alpha, low=0.0, high=1.0, low_open=True, high_open=True)
@@ -280,21 +284,24 @@ def check_truth_in_ball(truth: np.ndarray, gamma: float) -> None:
                          "the stage-1 constraint set must contain theta*")
 
 
-SETTINGS = MappingProxyType({
+# The paper's settings; named settings of one's own join them (:mod:`study.simulation.named`).
+BUILTIN_SETTINGS = MappingProxyType({
     "A": Setting(name="A", n_items=5, dim=10, M=20, p=0.3, truth="paired", init_mean="item"),
     "B": Setting(name="B", n_items=10, dim=10, M=50, p=0.15, truth="identity", init_mean=0.0),
 })
+_NAMED = dict(BUILTIN_SETTINGS)
+SETTINGS = MappingProxyType(_NAMED)  # a live read-only view: the built-in and the registered settings
 
 
 def resolve_setting(setting, **overrides) -> Setting:
-    """A setting name or object, with overrides applied (validated)."""
+    """A setting name (built in or registered) or object, with overrides applied (validated)."""
     if isinstance(setting, Setting):
         base = setting
     elif isinstance(setting, str):
         if setting not in SETTINGS:
-            raise ValueError(f"unknown setting {setting!r}; allowed: {sorted(SETTINGS)}")
+            raise ValueError(f"unknown setting {setting!r}; allowed: {sorted(SETTINGS)} (name your own with "
+                             "study.register_setting or a settings file: docs/settings.md)")
         base = SETTINGS[setting]
     else:
         raise ValueError(f"setting must be a name in {sorted(SETTINGS)} or a Setting, got {type(setting).__name__}")
     return base.replace(**overrides) if overrides else base
-
