@@ -55,6 +55,9 @@ class ComparisonData:
         self._flat_a = np.zeros((capacity, dim), dtype=np.intp)
         self._flat_b = np.zeros((capacity, dim), dtype=np.intp)
         self._edge_index: dict[tuple[int, int], int] = {}
+        self.preconditioner = None  # the factor kept for PCG (study.core.iterative), large problems only
+        self.preconditioner_budget = 0.0
+        self.preconditioner_stale = 0
         self.edge_lo: list[int] = []
         self.edge_hi: list[int] = []
         # row-space products: worth keeping only while rows are fewer than free parameters
