@@ -344,6 +344,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
             theta, residual = polished, polished_residual
     elif (converged and prox > 0.0
           and data.rank_bound() + d * int(np.count_nonzero(nu)) >= data.n_parameters  # else surely not
+          and _free_directions_covered(data, nu)  # likewise, on the items without an active ball
           and identified(data, theta, base_quad - prox + nu)):
         # active balls make the argmin unique (the data plus the multipliers' curvature identify
         # theta): the tie-break is moot, so drop its term and solve opt1 exactly; if that exact
@@ -379,6 +380,14 @@ def _dual_curvature(theta, free, factor, approximate: bool) -> np.ndarray:
         item_solved = from_reduced(solved.reshape(n - 1, d, block.size))  # Phi-like, item form
         curvature[:, start: start + block.size] = np.einsum("fd,fdc->fc", theta[free], item_solved[free])
     return 0.5 * (curvature + curvature.T)
+
+
+def _free_directions_covered(data, nu) -> bool:
+    """Could the data identify the directions no active ball holds (v_i = 0 where nu_i > 0, sum
+    v = 0)?  If not, L plus the multipliers' curvature is singular there: a necessary condition
+    for :func:`identified`, checked from the rows' edges alone (no factorisation)."""
+    bound, needed = data.restricted_rank_bound(nu > 0.0)
+    return bound >= needed
 
 
 def new_row_term(data: ComparisonData, theta: np.ndarray) -> np.ndarray:
