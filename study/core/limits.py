@@ -1,35 +1,63 @@
 """What a replication of a given size costs, so that sizes clearly out of reach are refused before
 any work (or any Ray task) starts, with the estimate in the message.
 
-The core keeps, per stored row, x and vec(x x') (the edge Grams need the latter), so memory grows
-like T d^2; a refit factorises either the t x t row-space system (t < (n-1)d) or the dense
-((n-1)d)^2 reduced Hessian, so time grows like min(t, (n-1)d)^3 per factorisation.  The estimates
-below are deliberately rough (a factor of a few): they only have to tell "minutes" from "days".
+The model follows the core's data structures and solvers (n items, d dimensions, T steps,
+p = (n-1)d free parameters, R = min(T, p, ROW_SPACE_MAX_ROWS) row-space rows):
+
+memory (peak, bytes)
+    the row store, T (d^2 + 3d + 6) floats (contexts, x x', indices, counts); the environment's
+    oracle utilities, T n; the Erdos-Renyi draw over the n(n-1)/2 pairs (indices, uniforms),
+    about 24 n^2 bytes; the row-space products and a row-space factor with its explicit inverse,
+    about 12 R^2 floats; once T > p the dense reduced Hessian, its factor and inverse, about
+    8 p^2 floats; the dual Newton step over the n ball multipliers, 3 n^2 floats.
+time (one core, seconds)
+    a fixed cost per step (policy, bookkeeping, a few numpy calls per Newton iteration), O(t d)
+    per step for the margins, gradients and Hessian-vector products over the stored rows, the
+    preconditioner's application (t^2 in the row-space regime, p^2 in the dense one) a few dozen
+    times per step, and its rebuilds (t^3 or p^3, once every ~0.1 t or 0.1 p iterations of
+    staleness) -- below ``ITERATIVE_MIN_PARAMETERS`` a direct factorisation per Newton step.
+
+The constants were fitted to measured replications (RB, d = 10, M = 50, T0 = 0.4 T, see
+docs/benchmarks.md, "Memory and the cost model"); the estimates are meant to be right within a
+factor of a few: they only have to tell "minutes" from "days" and "GiB" from "TiB".
 """
 from __future__ import annotations
 
 MEMORY_LIMIT_BYTES = 8 * 2 ** 30  # per replication; a laptop's memory
 TIME_LIMIT_SECONDS = 24 * 3600.0  # per replication
-FLOPS_PER_SECOND = 2e9  # one core, dense LAPACK at these sizes (measured 1-5 GFlop/s)
-FACTORISATIONS_PER_STEP = 4  # measured 0.3 (stage 2) to 25 (stage 1 with active balls); a typical mean
+FLOPS_PER_SECOND = 2e9  # one core: dense LAPACK/BLAS-3 at these sizes (measured 1-5 GFlop/s)
+BYTES_PER_SECOND = 4e9  # one core: matrix-vector products, bound by memory traffic
+STEP_OVERHEAD_SECONDS = 4e-4  # policy, environment, bookkeeping and the numpy calls of a step
+ROW_PASSES_PER_STEP = 60  # passes over the t x d rows per step (gradients, Hessian-vector products)
+PRECONDITIONER_APPLICATIONS_PER_STEP = 25  # PCG iterations and dual curvature columns, typical
+DIRECT_FACTORISATIONS_PER_STEP = 4  # small problems: measured 0.3 (stage 2) to 25 (active balls)
 
 
 def replication_cost(n_items: int, dim: int, T: int) -> tuple[float, float]:
-    """(bytes, seconds): rough memory and single-core time of one replication."""
+    """(bytes, seconds): rough peak memory and single-core time of one replication."""
+    from .iterative import ITERATIVE_MIN_PARAMETERS
     from .likelihood import REDUCED_DESIGN_MAX_ENTRIES, ROW_SPACE_MAX_ROWS
 
-    p = (n_items - 1) * dim
-    rows = min(T, p, ROW_SPACE_MAX_ROWS)
-    memory = 8.0 * (T * (dim * dim + 2 * dim + 8)          # contexts, x x', indices, counts
-                    + min(T * p, REDUCED_DESIGN_MAX_ENTRIES)  # reduced design rows (small problems)
-                    + 2 * rows * rows)                     # row-space products
-    flops = 0.0
-    if T > p:  # the dense reduced Hessian: assembled and factorised at every refit from t = p on
-        memory += 8.0 * 4 * p * p
-        flops += (T - p) * FACTORISATIONS_PER_STEP * (p ** 3 / 3 + n_items ** 2 * dim ** 2)
-    steps = min(T, p)  # the row-space refits: t^3 / 3 at step t
-    flops += FACTORISATIONS_PER_STEP * steps ** 4 / 12
-    return memory, flops / FLOPS_PER_SECOND
+    n, d = float(n_items), float(dim)
+    p = (n - 1) * d
+    rows = min(float(T), p, ROW_SPACE_MAX_ROWS)
+    memory = 8.0 * (T * (d * d + 3 * d + 6) + T * n + min(T * p, REDUCED_DESIGN_MAX_ENTRIES)
+                    + 12 * rows * rows + 3 * n * n) + 24.0 * n * n
+    if T > p:
+        memory += 8.0 * 8 * p * p
+    row_phase = min(float(T), p)  # steps with fewer rows than parameters
+    dense_phase = max(0.0, T - p)
+    seconds = T * STEP_OVERHEAD_SECONDS + ROW_PASSES_PER_STEP * 8.0 * d * T * T / 2 / BYTES_PER_SECOND
+    if p < ITERATIVE_MIN_PARAMETERS:  # a direct factorisation per Newton step
+        seconds += DIRECT_FACTORISATIONS_PER_STEP * (
+            dense_phase * (p ** 3 / 3 + n * n * d * d) + min(row_phase, p) ** 4 / 12) / FLOPS_PER_SECOND
+        return memory, seconds
+    # preconditioner applications: t^2 (row space) or p^2 (dense) bytes x 8 per application
+    apply = 8.0 * PRECONDITIONER_APPLICATIONS_PER_STEP * (min(row_phase, rows) ** 3 / 3 + dense_phase * p * p)
+    # rebuilds: at most one per 0.1 t (0.1 p) steps of staleness: 10 t^2 / 3 flops a step
+    rebuild = 10.0 * (min(row_phase, rows) ** 3 / 3 + dense_phase * p * p) + dense_phase * n * n * d * d
+    seconds += apply / BYTES_PER_SECOND + rebuild / FLOPS_PER_SECOND
+    return memory, seconds
 
 
 def check_replication_size(n_items: int, dim: int, T: int) -> None:
