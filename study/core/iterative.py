@@ -121,6 +121,11 @@ class IterativeFactor:
         """The preconditioner alone: K^{-1} rhs up to its staleness (for curvature estimates)."""
         return self._base().solve(rhs)
 
+    def approximate_item_quadratic(self, theta: np.ndarray, free: np.ndarray):
+        """c_f' M c_g for the preconditioner M ~ K^{-1} and c_f = Q'(e_f (x) theta_f), by the
+        kept factor's item-form route where it has one (row space), else None."""
+        return self._base().item_quadratic(theta, free)
+
     def add(self, column: np.ndarray) -> "IterativeFactor":
         """Fold a new row's term into the kept factor (Woodbury; kept as is once its rank budget
         is used up, CG absorbing the difference)."""

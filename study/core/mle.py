@@ -370,6 +370,9 @@ def _dual_curvature(theta, free, factor, approximate: bool) -> np.ndarray:
         item_cols[free, :, np.arange(free.size)] = theta[free]
         cols = to_reduced(item_cols).reshape((n - 1) * d, free.size)
         return cols.T @ factor.solve(cols)
+    quadratic = factor.approximate_item_quadratic(theta, free)
+    if quadratic is not None:  # the row-space factor: in item form, O(t |free| (t + d))
+        return 0.5 * (quadratic + quadratic.T)
     curvature = np.empty((free.size, free.size))
     width = max(1, CHUNK_ENTRIES // (n * d))
     for start in range(0, free.size, width):

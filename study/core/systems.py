@@ -148,6 +148,35 @@ class RowSpaceFactor:
         s = sw * s if s.ndim == 1 else sw[:, None] * s
         return y - data.design_transpose_times(s) * inv_q
 
+    def item_quadratic(self, theta: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """c_f' K^{-1} c_g for c_f = Q'(e_f (x) theta_f), f, g in ``free``: in item form, where the
+        columns are sparse, (e_f (x) theta_f)' Pi H^{-1} (e_g (x) theta_g) with Pi the sum-zero
+        multiplier's correction (the bordered solve ignores the mean of its right-hand side, and
+        its result sums to zero, so the Helmert projections drop out; with equal weights the
+        projection leaves - theta_f'theta_g / (n q)).  O(t |free| (t + d)), no
+        array of size n x |free| x d."""
+        data, rows, quad = self.data, self.rows, self.quad
+        position = np.full(data.n_items, -1)
+        position[free] = np.arange(free.size)
+        a, b, X = data.a[:rows], data.b[:rows], data.X[:rows]
+        at_b = np.einsum("kd,kd->k", X, theta[b]) / quad[b]
+        at_a = np.einsum("kd,kd->k", X, theta[a]) / quad[a]
+        scaled = np.zeros((rows, free.size))  # S R D^{-1} (e_f (x) theta_f), column f
+        k = np.arange(rows)
+        on_b, on_a = position[b] >= 0, position[a] >= 0
+        scaled[k[on_b], position[b[on_b]]] += at_b[on_b]
+        scaled[k[on_a], position[a[on_a]]] -= at_a[on_a]
+        scaled *= self.sw[:, None]
+        solved = cholesky_solve(self.cho, scaled) if self.explicit is None else self.explicit @ scaled
+        out = np.diag(np.einsum("fd,fd->f", theta[free], theta[free]) / quad[free]) - scaled.T @ solved
+        if self.constraint is not None:
+            h_j, inverse = self.constraint
+            g = np.einsum("fd,fde->fe", theta[free], h_j[free])
+            out -= g @ inverse @ g.T
+        else:  # equal weights: P H^{-1} P = H^{-1} - J J' / (n q) with P the projection on sum zero
+            out -= theta[free] @ theta[free].T / (data.n_items * quad[0])
+        return out
+
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         data = self.data
         k, d = data.n_items - 1, data.dim
@@ -219,6 +248,19 @@ class Factor:
         out = self.base.solve(rhs)
         if self.V is not None:
             out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
+        return out
+
+    def item_quadratic(self, theta: np.ndarray, free: np.ndarray):
+        """c_f' K^{-1} c_g (see :meth:`RowSpaceFactor.item_quadratic`), or None where the base
+        solver has no item-form route."""
+        quadratic = getattr(self.base, "item_quadratic", None)
+        if quadratic is None:
+            return None
+        out = quadratic(theta, free)
+        if self.V is not None:  # the Woodbury terms: c_f'Z (I + V'Z)^{-1} Z'c_g
+            n, d = theta.shape
+            zc = np.einsum("fd,fdr->fr", theta[free], from_reduced(self.Z.reshape(n - 1, d, -1))[free])
+            out = out - zc @ cholesky_solve(self.small, zc.T)
         return out
 
     def add(self, column: np.ndarray) -> "Factor | None":

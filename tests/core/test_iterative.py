@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from study.core import iterative, mle
+from study.core import iterative, mle, systems
 from study.core.contrasts import sum_zero_basis
 from study.core.iterative import IterativeFactor, conjugate_gradients, reduced_product
 from study.core.likelihood import ComparisonData
@@ -134,3 +134,19 @@ def test_restricted_rank_bound_is_necessary_for_identification():
             assert singular and smallest < 1e-10
         else:
             assert not singular and smallest > 1e-6
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_item_form_dual_curvature_of_the_row_space_factor(uniform):
+    data, theta, rng = random_data(n=12, d=3, rows=15, seed=9)  # 15 rows < 33 parameters
+    n, d = 12, 3
+    quad = np.full(n, 0.6) if uniform else rng.uniform(0.2, 2.0, n)
+    factor = systems.Factor(systems.RowSpaceFactor(data, data.margins(theta), quad))
+    factor = factor.add(rng.normal(size=(n - 1) * d)).add(rng.normal(size=(n - 1) * d))  # Woodbury terms
+    free = np.array([1, 4, 5, 9, 11])
+    Q = np.kron(sum_zero_basis(n), np.eye(d))
+    cols = np.zeros((n * d, free.size))
+    for c, i in enumerate(free):
+        cols[i * d:(i + 1) * d, c] = theta[i]
+    reduced = Q.T @ cols
+    assert np.allclose(factor.item_quadratic(theta, free), reduced.T @ factor.solve(reduced), atol=1e-10)
