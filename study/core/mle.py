@@ -80,6 +80,7 @@ class _Objective:
         # Q' diag(quad) Q: explicitly ((n-1)^2) for small n, by the Helmert transform (O(n d)) for large
         self.small = None if self.uniform or self.iterative else reduced_weights(quad)
         self.lin_r = None if lin is None else to_reduced(lin).ravel()
+        self._last_penalty = None
 
     def margins(self, beta):
         return self.data.reduced_margins(beta)
@@ -87,8 +88,11 @@ class _Objective:
     def _penalty_gradient(self, beta):
         if self.uniform:
             return self.quad[0] * beta
-        if self.small is None:
-            return to_reduced(self.quad[:, None] * from_reduced(beta.reshape(self.k, self.d))).ravel()
+        if self.small is None:  # two Helmert transforms: kept for the last beta (value and gradient share it)
+            if self._last_penalty is None or self._last_penalty[0] is not beta:
+                self._last_penalty = (beta, to_reduced(self.quad[:, None] * from_reduced(beta.reshape(self.k, self.d)))
+                                      .ravel())
+            return self._last_penalty[1]
         return (self.small @ beta.reshape(self.k, self.d)).ravel()
 
     def factor(self, u):
