@@ -150,3 +150,23 @@ def test_item_form_dual_curvature_of_the_row_space_factor(uniform):
         cols[i * d:(i + 1) * d, c] = theta[i]
     reduced = Q.T @ cols
     assert np.allclose(factor.item_quadratic(theta, free), reduced.T @ factor.solve(reduced), atol=1e-10)
+
+
+def test_diagonal_blocks_of_phi11_without_the_inverse(monkeypatch):
+    from study.core import inference
+    data, theta, rng = random_data(n=9, d=3, rows=80, seed=11)
+    result = inference.debias_data(data, theta)
+    assert result.available
+    expected = np.einsum("iide->ide", result._phi_blocks())  # from the explicit inverse
+    fresh = inference.DebiasResult(theta_d=result.theta_d, available=True, condition=result.condition,
+                                   factor=result.factor)
+    monkeypatch.setattr(inference, "BLOCK_ENTRIES", 2 * 8 * 3 * 3)  # blocks of two items
+    monkeypatch.setattr(inference, "DIAGONAL_BLOCKS_FROM_PARAMETERS", 1)
+    assert np.allclose(fresh.cov, expected, atol=1e-12)
+    # and the explicit Phi_11 of paper eq. deb: the (nd x nd) block of the inverse of Psi
+    n, d = 9, 3
+    psi = np.block([[data.hessian(theta), np.kron(np.ones((n, 1)), np.eye(d))],
+                    [np.kron(np.ones((1, n)), np.eye(d)), np.zeros((d, d))]])
+    phi11 = np.linalg.inv(psi)[: n * d, : n * d]
+    assert np.allclose(fresh.cov, np.array([phi11[i * d:(i + 1) * d, i * d:(i + 1) * d] for i in range(n)]),
+                       atol=1e-9)
