@@ -303,7 +303,9 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         objective = _Objective(data, quad, lin)
         factor = objective.factor(data.margins(theta))
         total_steps += 1
-        curvature = _dual_curvature(theta, free, factor, objective.iterative)  # = -(Hessian of the dual)
+        # = -(Hessian of the dual); exact once the tie-break is gone (the fit is then unique and
+        # reached along the same path as by a direct solver), from the kept factor before
+        curvature = _dual_curvature(theta, free, factor, objective.iterative, exact=prox == 0.0)
         curvature += 1e-12 * max(float(np.trace(curvature)), 1e-300) * np.eye(free.size)
         newton = np.zeros(n)
         # Newton on the secular form 1/||theta_i|| - 1/gamma (More & Sorensen 1983), which is
@@ -363,27 +365,28 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
 CHUNK_ENTRIES = 1 << 21  # n d c floats per block of columns (16 MB) in the dual curvature
 
 
-def _dual_curvature(theta, free, factor, approximate: bool) -> np.ndarray:
+def _dual_curvature(theta, free, factor, iterative: bool, exact: bool = True) -> np.ndarray:
     """-(Hessian of the dual) over the free multipliers: c_f' K^{-1} c_g with c_f = Q'(e_f (x) theta_f).
-    Small problems: all columns at once, exactly.  Large ones: the iterative solver's kept factor
-    (a quasi-Newton dual step; the dual's stopping rule is unchanged), in blocks of columns, so
-    that nothing of size n^2 d is formed."""
+    Small problems: all columns at once, exactly.  Large ones, in blocks of columns so that nothing
+    of size n^2 d is formed: by PCG if ``exact``, else from the iterative solver's kept factor (a
+    quasi-Newton dual step; the dual's stopping rule is unchanged), in item form where it allows."""
     n, d = theta.shape
-    if not approximate:
+    if not iterative:
         item_cols = np.zeros((n, d, free.size))  # e_i (x) theta_i for the free items
         item_cols[free, :, np.arange(free.size)] = theta[free]
         cols = to_reduced(item_cols).reshape((n - 1) * d, free.size)
         return cols.T @ factor.solve(cols)
-    quadratic = factor.approximate_item_quadratic(theta, free)
+    quadratic = None if exact else factor.approximate_item_quadratic(theta, free)
     if quadratic is not None:  # the row-space factor: in item form, O(t |free| (t + d))
         return 0.5 * (quadratic + quadratic.T)
+    solve = factor.solve if exact else factor.approximate_solve
     curvature = np.empty((free.size, free.size))
     width = max(1, CHUNK_ENTRIES // (n * d))
     for start in range(0, free.size, width):
         block = free[start: start + width]
         item_cols = np.zeros((n, d, block.size))
         item_cols[block, :, np.arange(block.size)] = theta[block]
-        solved = factor.approximate_solve(to_reduced(item_cols).reshape((n - 1) * d, block.size))
+        solved = solve(to_reduced(item_cols).reshape((n - 1) * d, block.size))
         item_solved = from_reduced(solved.reshape(n - 1, d, block.size))  # Phi-like, item form
         curvature[:, start: start + block.size] = np.einsum("fd,fdc->fc", theta[free], item_solved[free])
     return 0.5 * (curvature + curvature.T)

@@ -106,7 +106,8 @@ def test_dual_curvature_in_blocks_matches_the_dense_one(monkeypatch):
     monkeypatch.setattr(mle, "CHUNK_ENTRIES", 2 * 9 * 2)  # two columns per block
     data.preconditioner = None
     factor = IterativeFactor(data, u, quad)
-    blocked = mle._dual_curvature(theta, free, factor, approximate=True)  # a fresh factor: exact
+    blocked = mle._dual_curvature(theta, free, factor, iterative=True, exact=False)  # a fresh factor: exact
+    assert np.allclose(mle._dual_curvature(theta, free, factor, iterative=True, exact=True), blocked, atol=1e-9)
     K = explicit_reduced(data, theta, quad)
     Q = np.kron(sum_zero_basis(9), np.eye(2))
     cols = np.zeros((18, free.size))
