@@ -66,10 +66,12 @@ def conjugate_gradients(product, precondition, rhs: np.ndarray, rtol: float = RT
         if np.all(np.sqrt(np.einsum("i...,i...->...", r, r)) <= target) or (
                 atol > 0.0 and float(np.abs(r).max()) <= atol):
             return x, iteration, True
-        z = precondition(r)
-        rz_new = np.einsum("i...,i...->...", r, z)
+        z_new = precondition(r)
+        rz_new = np.einsum("i...,i...->...", r, z_new)
+        # flexible (Polak-Ribiere) beta: robust to a preconditioner applied in single precision
         with np.errstate(invalid="ignore", divide="ignore"):
-            beta = np.where(rz > 0.0, rz_new / rz, 0.0)
+            beta = np.where(rz > 0.0, (rz_new - np.einsum("i...,i...->...", r, z)) / rz, 0.0)
+        z = z_new
         direction = z + beta * direction
         rz = rz_new
     return x, max_iterations, False
