@@ -95,7 +95,9 @@ class IterativeFactor:
     def _base(self, fresh: bool = False):
         data = self.data
         if fresh or data.preconditioner is None:
-            base = make_explicit(factorize(data, self.u, self.quad).base)
+            # single precision only where every item has a positive weight (ridge or tie-break),
+            # which bounds the condition number; without one (identified opt1) it can be 1e8
+            base = make_explicit(factorize(data, self.u, self.quad).base, single=bool(np.all(self.quad > 0.0)))
             order = data.n_parameters if isinstance(base, ExplicitInverse) else data.t
             data.preconditioner = Factor(base)
             data.preconditioner_budget = max(MIN_REBUILD_ITERATIONS, REBUILD_PER_ROW * order)

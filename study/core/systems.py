@@ -198,23 +198,28 @@ def symmetric_inverse(factor: np.ndarray) -> np.ndarray:
 
 
 class ExplicitInverse:
-    """A solver holding A^{-1} explicitly, in single precision: a solve is one matrix product
-    (gemv, bound by memory traffic), several times faster than the two triangular solves of a
-    Cholesky factor at a few hundred rows and up.  Meant as a preconditioner (its 1e-7 relative
-    rounding costs conjugate gradients nothing measurable; their residuals stay in double)."""
+    """A solver holding A^{-1} explicitly: a solve is one matrix product (gemv, bound by memory
+    traffic), several times faster than the two triangular solves of a Cholesky factor at a few
+    hundred rows and up.  Meant as a preconditioner, by default in single precision (its 1e-7
+    relative rounding, times the condition number, costs conjugate gradients nothing measurable
+    where a ridge bounds that number; their residuals stay in double)."""
 
-    def __init__(self, factor: np.ndarray):
-        self.inverse = symmetric_inverse(factor).astype(np.float32)
+    def __init__(self, factor: np.ndarray, single: bool = True):
+        inverse = symmetric_inverse(factor)
+        self.inverse = inverse.astype(np.float32) if single else inverse
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
-        return (self.inverse @ rhs.astype(np.float32)).astype(float)
+        if self.inverse.dtype == np.float32:
+            return (self.inverse @ rhs.astype(np.float32)).astype(float)
+        return self.inverse @ rhs
 
 
-def make_explicit(base):
+def make_explicit(base, single: bool = True):
     """The same solver with its Cholesky factor replaced by the explicit inverse (for solvers
-    applied many times per factorisation, as a preconditioner is)."""
+    applied many times per factorisation, as a preconditioner is); ``single``: a dense inverse in
+    single precision (well-conditioned systems: a ridge or a tie-break term on every item)."""
     if isinstance(base, PrimalFactor):
-        return ExplicitInverse(base.cho)
+        return ExplicitInverse(base.cho, single)
     if isinstance(base, RowSpaceFactor):  # double: N = I + ... / eps is far worse conditioned than K
         base.explicit = symmetric_inverse(base.cho)
     return base
