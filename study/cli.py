@@ -150,6 +150,9 @@ def build_parser(study: str) -> argparse.ArgumentParser:
         parser.add_argument("--ridge", type=_non_negative_float, metavar="R",
                             help="with --judgments: ridge penalty of the BT fit of theta* on the whole file, for "
                                  "separable data (default: 0)")
+        parser.add_argument("--se", choices=("model", "sandwich"), default="model",
+                            help="standard errors of the uncertainty-aware ranking diagrams (llm, byo): model (the "
+                                 "paper's Phi_11, the default) or sandwich (robust: right when judgments have ties)")
         draw = parser.add_mutually_exclusive_group()
         draw.add_argument("--figures-only", action="store_true",
                           help="run nothing: redraw this study's figures from the stored results in --out")
@@ -410,6 +413,9 @@ def main_llm(argv=None) -> int:
     study = "arena" if args.arena else ("byo" if args.judgments is not None else "llm")
     if study != "byo" and (args.dim is not None or args.ridge is not None):
         parser.error("--dim and --ridge apply to --judgments only")
+    if study == "arena" and args.se != "model":
+        parser.error("--se applies to the ranking diagrams of the llm and byo replays; the arena replay (129 models) "
+                     "draws none (robust CIs of the Arena ranking: docs/online.md)")
     if args.figures_only and args.fresh:
         parser.error("--figures-only and --fresh are mutually exclusive")
     source = None
@@ -427,18 +433,18 @@ def main_llm(argv=None) -> int:
         except StorageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return _draw_replay(args.out, plan, compute=same)
+        return _draw_replay(args.out, plan, compute=same, se=args.se)
     start = time.perf_counter()
     status = _run_plans([plan], args)
     if status >= 2 or args.no_figures:
         return status
-    status = max(status, _draw_replay(args.out, plan))
+    status = max(status, _draw_replay(args.out, plan, se=args.se))
     print(f"[{study}] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",
           file=sys.stderr)
     return status
 
 
-def _draw_replay(out, plan, compute=True) -> int:
+def _draw_replay(out, plan, compute=True, se="model") -> int:
     """The replay's figures (with ``compute``, computing the ranking-diagram snapshots first if they
     are not stored for this configuration) and the summary table of everything under ``out``."""
     if not parts(dataset_dirs(out, plan.study)["trajectory"]):
@@ -448,7 +454,7 @@ def _draw_replay(out, plan, compute=True) -> int:
     status = 0
     try:
         if compute:
-            path = store_diagram_panels(out, plan, log=lambda m: print(m, file=sys.stderr, flush=True))
+            path = store_diagram_panels(out, plan, log=lambda m: print(m, file=sys.stderr, flush=True), se=se)
             if path is not None:
                 print(f"wrote {path}", file=sys.stderr)
         else:

@@ -296,7 +296,8 @@ def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
                    bbox_to_anchor=(0.5, -0.01))
         total = len({k for k in stored if k[:3] == (setting, method, M)})
         with_ci = f"{n_reps} replications" if n_reps == total else f"{n_reps} of {total} replications have a CI"
-        fig.suptitle(f"Coverage of the {level:.0%} debiased CIs, Setting {setting}, {method}, M={M} "
+        fig.suptitle(f"Coverage of the {level:.0%} debiased CIs ({SE_TEXT['model']}), Setting {setting}, {method}, "
+                     f"M={M} "
                      f"({with_ci}; shown where >= 90% of them do)", fontsize=10)
         fig.tight_layout(rect=(0, 0.06, 1, 1))
         stem = f"coverage_{setting}" + ("" if method == "RB" else f"_{method}")
@@ -333,6 +334,8 @@ REPLAY_TEXT = {
 }
 
 DIAGRAMS_FILE = "_diagrams.npz"
+# Every interval states its standard errors (the coverage studies' are always the model-based ones).
+SE_TEXT = {"model": "model-based SE: the paper's Phi_11(t)", "sandwich": "sandwich SE: robust to ties"}
 MAX_DIAGRAM_MODELS = 12  # more models than this make an unreadable diagram (the arena has 129)
 
 
@@ -352,7 +355,8 @@ def load_diagram_panels(out, study):
         point = {t: z["point"][k] for k, t in enumerate(times)}
         ci = {t: ((z["theta_d"][k], z["phi11"][k]) if z["has_ci"][k] else None) for k, t in enumerate(times)}
         info = {"contexts": z["contexts"], "labels": [safe_label(x) for x in z["labels"]], "method": str(z["method"]),
-                "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"])}
+                "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"]),
+                "se_method": str(z["se_method"]) if "se_method" in z.files else "model"}
     return point, ci, info
 
 
@@ -385,7 +389,7 @@ def replay_figures(out, study, directory=None) -> list:
             (False, "diagrams", "model i's score x'theta_i(t) exceeds model j's",
              "Ranking diagrams from the estimate theta(t)"),
             (True, "diagrams_ci", "the 95% CI of x'(theta_i - theta_j), from the debiased estimate and the full "
-                                  "covariance Phi_11(t), lies above 0",
+                                  f"covariance ({SE_TEXT[info['se_method']]}), lies above 0",
              "Uncertainty-aware ranking diagrams (95% CIs)")):
         panels = ci if uncertainty else point
         fig, _ = plot_ranking_diagrams(panels, info["contexts"], info["labels"], uncertainty=uncertainty,

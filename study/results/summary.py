@@ -85,7 +85,8 @@ def to_markdown(table: pd.DataFrame, info=None) -> str:
              "Mean over replications ± Monte Carlo standard error, at t = T. "
              "R(T) = average regret (of the major item, the paper's eq:regret); pair R(T) = the average regret of "
              "both compared items, ((x'θ*_best − x'θ*_i) + (x'θ*_best − x'θ*_j))/2; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
-             "CP = fraction of the n·d 95% intervals covering the truth at t = T.", ""]
+             "CP = fraction of the n·d 95% intervals (debiased estimate ± 1.96 model-based SE, the paper's Φ11) "
+             "covering the truth at t = T.", ""]
     for study in dict.fromkeys(table["study"]):
         sub = table[table["study"] == study]
         family, title = info.get(study, (None, study))
