@@ -27,9 +27,12 @@ MEMORY_LIMIT_BYTES = 8 * 2 ** 30  # per replication; a laptop's memory
 TIME_LIMIT_SECONDS = 24 * 3600.0  # per replication
 FLOPS_PER_SECOND = 2e9  # one core: dense LAPACK/BLAS-3 at these sizes (measured 1-5 GFlop/s)
 BYTES_PER_SECOND = 4e9  # one core: matrix-vector products, bound by memory traffic
-STEP_OVERHEAD_SECONDS = 4e-4  # policy, environment, bookkeeping and the numpy calls of a step
-ROW_PASSES_PER_STEP = 60  # passes over the t x d rows per step (gradients, Hessian-vector products)
-PRECONDITIONER_APPLICATIONS_PER_STEP = 25  # PCG iterations and dual curvature columns, typical
+STEP_OVERHEAD_SECONDS = 2e-4  # policy, environment, bookkeeping and the numpy calls of a step
+ROW_PASSES_PER_STEP = 20  # passes over the t x d rows per step (gradients, Hessian-vector products)
+# preconditioner applications per step (PCG iterations, dual curvature): measured ~25 in stage 1
+# before the data identify theta (row space, double), ~8 after (dense inverse, single precision)
+ROW_SPACE_APPLICATIONS_PER_STEP = 25
+DENSE_APPLICATIONS_PER_STEP = 8
 DIRECT_FACTORISATIONS_PER_STEP = 4  # small problems: measured 0.3 (stage 2) to 25 (active balls)
 
 
@@ -52,8 +55,9 @@ def replication_cost(n_items: int, dim: int, T: int) -> tuple[float, float]:
         seconds += DIRECT_FACTORISATIONS_PER_STEP * (
             dense_phase * (p ** 3 / 3 + n * n * d * d) + min(row_phase, p) ** 4 / 12) / FLOPS_PER_SECOND
         return memory, seconds
-    # preconditioner applications: t^2 (row space) or p^2 (dense) bytes x 8 per application
-    apply = 8.0 * PRECONDITIONER_APPLICATIONS_PER_STEP * (min(row_phase, rows) ** 3 / 3 + dense_phase * p * p)
+    # preconditioner applications: t^2 doubles (row space) or p^2 singles (dense) per application
+    apply = (8.0 * ROW_SPACE_APPLICATIONS_PER_STEP * min(row_phase, rows) ** 3 / 3
+             + 4.0 * DENSE_APPLICATIONS_PER_STEP * dense_phase * p * p)
     # rebuilds: at most one per 0.1 t (0.1 p) steps of staleness: 10 t^2 / 3 flops a step
     rebuild = 10.0 * (min(row_phase, rows) ** 3 / 3 + dense_phase * p * p) + dense_phase * n * n * d * d
     seconds += apply / BYTES_PER_SECOND + rebuild / FLOPS_PER_SECOND
