@@ -36,8 +36,10 @@ DENSE_APPLICATIONS_PER_STEP = 8
 DIRECT_FACTORISATIONS_PER_STEP = 4  # small problems: measured 0.3 (stage 2) to 25 (active balls)
 
 
-def replication_cost(n_items: int, dim: int, T: int) -> tuple[float, float]:
-    """(bytes, seconds): rough peak memory and single-core time of one replication."""
+def replication_cost(n_items: int, dim: int, T: int, ci_points: int = 0) -> tuple[float, float]:
+    """(bytes, seconds): rough peak memory and single-core time of one replication; ``ci_points``
+    debiased fits (the CI grid) each assemble and factorise the dense reduced Hessian once the data
+    can identify theta (T > p): 4 p^2 floats and p^3 / 3 + p^2 n d flops each."""
     from .iterative import ITERATIVE_MIN_PARAMETERS
     from .likelihood import REDUCED_DESIGN_MAX_ENTRIES, ROW_SPACE_MAX_ROWS
 
@@ -48,27 +50,30 @@ def replication_cost(n_items: int, dim: int, T: int) -> tuple[float, float]:
                     + 12 * rows * rows + 3 * n * n) + 24.0 * n * n
     if T > p:
         memory += 8.0 * 8 * p * p
+    debias = ci_points * (p ** 3 / 3 + p * p * n * d) / FLOPS_PER_SECOND if T > p else 0.0
     row_phase = min(float(T), p)  # steps with fewer rows than parameters
     dense_phase = max(0.0, T - p)
     seconds = T * STEP_OVERHEAD_SECONDS + ROW_PASSES_PER_STEP * 8.0 * d * T * T / 2 / BYTES_PER_SECOND
     if p < ITERATIVE_MIN_PARAMETERS:  # a direct factorisation per Newton step
         seconds += DIRECT_FACTORISATIONS_PER_STEP * (
             dense_phase * (p ** 3 / 3 + n * n * d * d) + min(row_phase, p) ** 4 / 12) / FLOPS_PER_SECOND
-        return memory, seconds
+        return memory, seconds + debias
     # preconditioner applications: t^2 doubles (row space) or p^2 singles (dense) per application
     apply = (8.0 * ROW_SPACE_APPLICATIONS_PER_STEP * min(row_phase, rows) ** 3 / 3
              + 4.0 * DENSE_APPLICATIONS_PER_STEP * dense_phase * p * p)
     # rebuilds: at most one per 0.1 t (0.1 p) steps of staleness: 10 t^2 / 3 flops a step
     rebuild = 10.0 * (min(row_phase, rows) ** 3 / 3 + dense_phase * p * p) + dense_phase * n * n * d * d
     seconds += apply / BYTES_PER_SECOND + rebuild / FLOPS_PER_SECOND
-    return memory, seconds
+    return memory, seconds + debias
 
 
-def check_replication_size(n_items: int, dim: int, T: int) -> None:
+def check_replication_size(n_items: int, dim: int, T: int, ci_points: int = 0) -> None:
     """Raise ValueError when one replication would clearly exceed memory or a day of CPU."""
-    memory, seconds = replication_cost(n_items, dim, T)
+    memory, seconds = replication_cost(n_items, dim, T, ci_points)
     if memory > MEMORY_LIMIT_BYTES or seconds > TIME_LIMIT_SECONDS:
+        grid = f", {ci_points} CI points" if ci_points else ""
         raise ValueError(
-            f"n_items={n_items}, dim={dim}, T={T} is out of reach: one replication would need about "
+            f"n_items={n_items}, dim={dim}, T={T}{grid} is out of reach: one replication would need about "
             f"{memory / 2 ** 30:.3g} GiB of memory and {seconds / 3600:.3g} CPU-hours (limits "
-            f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB, {TIME_LIMIT_SECONDS / 3600:g} h); reduce dim, n_items or T")
+            f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB, {TIME_LIMIT_SECONDS / 3600:g} h); reduce dim, n_items or T"
+            + (" (or record CIs less often: ci_every)" if ci_points else ""))

@@ -127,7 +127,8 @@ class Setting:
         check.integer("ci_every", self.ci_every, low=0)
         check.real("ci_level", self.ci_level, low=0.0, high=1.0, low_open=True, high_open=True)
         check.integer("max_graph_draws", self.max_graph_draws, low=1)
-        check_replication_size(self.n_items, self.dim, self.T)  # before any truth is built
+        check_replication_size(self.n_items, self.dim, self.T,  # before any truth is built
+                               self.T // self.ci_every if self.ci_every else 0)
         check.real("truth_scale", self.truth_scale, low=0.0, low_open=True)
         if not self.random_truth:
             truth = self.theta_star  # validates shape and finiteness
