@@ -8,9 +8,10 @@ Helmert transform.  The preconditioner is a factor of an earlier K (:func:`study
 the dense reduced Hessian or the t x t row-space system), kept on the data store and reused from
 step to step, with each new comparison row folded in by a Woodbury term
 (:class:`study.core.systems.Factor`).  Between steps K changes by the new rows and by a slow drift
-of the weights, ridge and tie-break, so CG converges in a few iterations; when a solve needs more
-than ``REFRESH_AFTER`` iterations the factor is rebuilt at the current K (so its cost, one dense or
-row-space factorisation, is paid every few dozen steps instead of several times a step).
+of the weights, ridge and tie-break, so CG converges in a few iterations; the factor is rebuilt at the
+current K by the ski-rental rule of :class:`IterativeFactor` (so its cost, one dense or row-space
+factorisation, is paid every few dozen steps instead of several times a step).  The dense inverse
+is kept in single precision where every item has a positive weight (its gemv is memory-bound).
 
 Stopping rule of CG: ||K x - b||_2 <= ``RTOL`` ||b||_2 per column (an exact solve for the Newton
 iterations above it, whose own stopping rule is the KKT residual), or ``MAX_ITERATIONS``, after
@@ -29,8 +30,7 @@ from .systems import ExplicitInverse, Factor, factorize, make_explicit
 ITERATIVE_MIN_PARAMETERS = 300
 RTOL = 1e-12
 MAX_ITERATIONS = 40
-import os
-REBUILD_PER_ROW = float(os.environ.get("I16_RPR", 0.1))
+REBUILD_PER_ROW = 0.1  # stale CG iterations allowed per row of the kept factor before a rebuild
 MIN_REBUILD_ITERATIONS = 4
 
 

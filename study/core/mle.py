@@ -53,7 +53,7 @@ TIE_BREAK_WEIGHT = 1e-4
 DEFAULT_TOL = 1e-11
 RIDGE_TOL = 1e-10
 BALL_TOL = 1e-5  # relative slack allowed on ||theta_i||^2 <= gamma^2
-FORCING = float(__import__("os").environ.get("I16_FORCING", 1e-3))  # inexact Newton (iterative solver): the step solves K d = -g to FORCING * ||g||_inf
+FORCING = 1e-3  # inexact Newton (iterative solver): the step solves K d = -g to FORCING * ||g||_inf
 
 
 @dataclass
