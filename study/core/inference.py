@@ -20,6 +20,7 @@ from scipy.stats import norm
 from . import _validate as check
 from . import sandwich
 from .contrasts import from_reduced, to_reduced
+from .guards import check_fit_size, check_theta_for_debias
 from .likelihood import ComparisonData
 from .systems import cholesky, cholesky_solve, reduced_hessian
 
@@ -222,7 +223,8 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", rcond: floa
     Parameters
     ----------
     theta : array_like, shape (n_items, d)
-        The estimate to debias (rows summing to zero, e.g. from :func:`study.fit_btl`).
+        The estimate to debias (rows summing to zero, e.g. from :func:`study.fit_btl`; a theta off
+        the sum-zero space is refused, not re-centred).
     i, j, X, wins, m
         The comparisons, as in :func:`study.fit_btl`.
     ties : array_like, shape (K,), optional
@@ -245,7 +247,8 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", rcond: floa
     Raises
     ------
     ValueError
-        Bad shapes or values, naming the argument.
+        Bad shapes or values, naming the argument (theta's shape against the comparisons'), a theta
+        whose rows do not sum to zero, or sizes out of reach (with the estimate).
 
     Examples
     --------
@@ -261,7 +264,9 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", rcond: floa
     """
     theta = check.finite_array("theta", theta, ndim=2)
     n_items, d = theta.shape
+    check_theta_for_debias(theta, i, j, X)  # issue 18: theta's shape named, off sum-zero refused
     i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
+    check_fit_size(n_items, d, i.size, "debias", factorisations=1)
     if X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} columns but theta has d={d}")
     se = sandwich.check_se(se)

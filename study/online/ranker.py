@@ -151,7 +151,7 @@ class _State:
     def apply(self, seq, ask_id, x, major, other, explored, wins, ties, m) -> None:
         score = wins + 0.5 * ties  # a tie is half a win for each side, as in the replays
         if self.update is not None:
-            step = Step(ask_id, x, self.uniforms[ask_id - 1], self.graph, self.estimate.theta, self.debiased,
+            step = Step(ask_id, x, self.uniforms[ask_id - 1], self.graph, self.estimate.theta, self.debiased.for_policy,
                         rng=None, setting=self.setting)
             self.update(step, Choice(major, other, explored), score)
         self.estimate.update(seq, major, other, x, score, m)
@@ -324,7 +324,7 @@ class Ranker:
                                  "create a new ranker with a larger T")
             state.restore_rng(conn, t - 1)
             state.rng_ask = None  # until the ask is stored
-            step = Step(t, x, state.uniforms[t - 1], state.graph, state.estimate.theta, state.debiased,
+            step = Step(t, x, state.uniforms[t - 1], state.graph, state.estimate.theta, state.debiased.for_policy,
                         rng=state.rng, setting=state.setting)
             major, other, explored = _checked(state.policy.select(step), self.config.policy, t, state.graph)
             now = time.time()

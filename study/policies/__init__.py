@@ -23,6 +23,7 @@ from .base import (Choice, Policy, Step, argmax_neighbour, argmax_playable, avai
 from .colstim import CoLSTIM
 from .maxinp import MaxInP
 from .paper import EpsilonGreedy, ucb_width
+from .provenance import UnhashablePolicy
 from .rb_ua import UncertaintyAwareRB
 from .registry import (ALL_METHODS, BASELINES, BUILTIN, METHODS, check_method, make_policy, policy_provenance,
                        register_policy, registered_policies, resolve_methods, resolve_policy, unregister_policy)
@@ -30,5 +31,5 @@ from .thompson import DoubleThompson
 
 __all__ = ["Choice", "Policy", "Step", "EpsilonGreedy", "DoubleThompson", "MaxInP", "CoLSTIM", "UncertaintyAwareRB",
            "METHODS", "BASELINES", "ALL_METHODS", "BUILTIN", "check_method", "register_policy", "unregister_policy", "registered_policies", "resolve_policy",
-           "resolve_methods", "make_policy", "policy_provenance", "policy_generator", "random_edge",
+           "resolve_methods", "make_policy", "policy_provenance", "UnhashablePolicy", "policy_generator", "random_edge",
            "uniform_neighbour", "argmax_playable", "argmax_neighbour", "available", "pick", "stable_int", "ucb_width"]

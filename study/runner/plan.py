@@ -17,7 +17,7 @@ from ..policies import ALL_METHODS, check_method, registered_policies
 from ..simulation.seeds import replication_seed
 from ..simulation.settings import SETTINGS, resolve_setting
 from .catalogue import DEFAULT_SEED, MAX_REPS, REPLAY_STUDIES, STUDIES, seed_namespace
-from .fingerprint import plan_fingerprint
+from .fingerprint import plan_fingerprint, policy_records
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,9 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
                          for method in methods)
     registered = registered_policies()
     factories = tuple((m, registered[m]) for m in methods if m in registered and m not in ALL_METHODS)
-    return Plan(study=study, root_seed=seed, reps=reps, cells=tuple(cells), overrides=tuple(sorted(user.items())),
+    cells = tuple(cells)
+    policy_records(cells)  # a user policy whose source cannot be hashed is refused here, before Ray
+    return Plan(study=study, root_seed=seed, reps=reps, cells=cells, overrides=tuple(sorted(user.items())),
                 provenance=tuple(sorted(provenance.items())), replicate=hook, factories=factories)
 
 

@@ -10,11 +10,16 @@ from types import MappingProxyType
 import numpy as np
 
 from ..core import _validate as check
-from ..core.limits import check_replication_size
+from ..core.limits import MEMORY_LIMIT_BYTES, TIME_LIMIT_SECONDS, check_replication_size
 from .graph import GRAPHS, check_edges
 
 TIE_BREAKS = ("nearest", "min_norm")
 TRUTHS = ("paired", "identity", "normal")
+# Scales beyond which a setting's numbers are rounding noise: a context mean of c adds c 1'theta_i
+# to every utility, which cancels between items only to within c * 1e-16 (c = 1e50 stored regrets
+# of 9e33), and parameters of this size saturate every comparison probability.
+MAX_SCALE = 1e6
+GRAPH_SECONDS_PER_DRAW = 2e-6  # one G(n, p) draw and its connectivity check at small n (measured ~2-20 us)
 
 
 def paired_truth(n_items: int, dim: int) -> np.ndarray:
@@ -102,6 +107,10 @@ class Setting:
     """Erdos-Renyi draws allowed until the graph is connected."""
     graph: str = "connected"
     """``"connected"`` (redraw until connected, the paper's protocol) or ``"raw"`` (one draw)."""
+    time_limit: object = None
+    """Seconds one replication may run on a Ray worker; a replication still running then is stopped
+    and recorded as failed (None: no limit).  It changes no stored number, so it is not part of a
+    study's fingerprint."""
 
     def __post_init__(self):
         check.integer("n_items", self.n_items, low=2)
@@ -115,13 +124,15 @@ class Setting:
         check.integer("M", self.M, low=1)
         self.edge_probability  # validates p
         check.real("alpha", self.alpha, low=0.0, high=1.0, low_open=True, high_open=True)
-        check.real("context_mean", self.context_mean)
-        check.real("context_var", self.context_var, low=0.0)
-        check.real("init_var", self.init_var, low=0.0)
+        check.real("context_mean", self.context_mean, low=-MAX_SCALE, high=MAX_SCALE)
+        check.real("context_var", self.context_var, low=0.0, high=MAX_SCALE ** 2)
+        check.real("init_var", self.init_var, low=0.0, high=MAX_SCALE ** 2)
         if not (isinstance(self.init_mean, str) and self.init_mean == "item"):
-            check.real("init_mean", self.init_mean)
-        check.real("gamma", self.gamma, low=0.0, low_open=True)
-        check.real("c_lambda", self.c_lambda, low=0.0)
+            check.real("init_mean", self.init_mean, low=-MAX_SCALE, high=MAX_SCALE)
+        check.real("gamma", self.gamma, low=0.0, high=MAX_SCALE, low_open=True)
+        check.real("c_lambda", self.c_lambda, low=0.0, high=MAX_SCALE)
+        if self.time_limit is not None:
+            check.real("time_limit", self.time_limit, low=0.0, low_open=True)
         if self.tie_break not in TIE_BREAKS:
             raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
         check.integer("ci_every", self.ci_every, low=0)
@@ -129,14 +140,24 @@ class Setting:
         check.integer("max_graph_draws", self.max_graph_draws, low=1)
         check_replication_size(self.n_items, self.dim, self.T,  # before any truth is built
                                self.T // self.ci_every if self.ci_every else 0)
-        check.real("truth_scale", self.truth_scale, low=0.0, low_open=True)
+        check_environment_size(self.T, self.M, self.dim, self.n_items, self.edges is None)
+        check.real("truth_scale", self.truth_scale, low=0.0, high=MAX_SCALE, low_open=True)
+        for name in ("truth", "edges"):  # arrays are kept read-only: a policy sees the setting
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                object.__setattr__(self, name, _read_only(value))
         if not self.random_truth:
             truth = self.theta_star  # validates shape and finiteness
+            if np.abs(truth).max() > MAX_SCALE:
+                raise ValueError(f"truth has entries as large as {np.abs(truth).max():.3g}; at most {MAX_SCALE:g} "
+                                 "in absolute value (beyond, every comparison is decided with certainty)")
             check_truth_in_ball(truth, self.gamma)
         if self.graph not in GRAPHS:
             raise ValueError(f"graph must be one of {GRAPHS}, got {self.graph!r}")
         if self.edges is not None:
             check_edges(self.edges, self.n_items, connected=self.graph == "connected")
+        else:
+            check_graph_reachable(self.n_items, self.edge_probability, self.max_graph_draws, self.graph)
 
     @property
     def random_truth(self) -> bool:
@@ -216,6 +237,60 @@ def horizon_fraction(rule, T: int) -> int:
         rule = float(match.group(1))
     fraction = check.real("T0_rule", rule, low=0.0, high=1.0)
     return int(round(fraction * T))
+
+
+def _read_only(value):
+    """A read-only view of a private copy of an array field (its flag cannot be set back); the
+    value itself when it is not an array (its own check names the problem)."""
+    try:
+        array = np.array(value)
+    except (TypeError, ValueError):
+        return value
+    if array.dtype == object:
+        return value
+    array.flags.writeable = False
+    return array.view()
+
+
+def check_environment_size(T: int, M: int, dim: int, n_items: int, drawn_graph: bool) -> None:
+    """ValueError when the environment's draws, made up front, would clearly exceed memory: the
+    T x M outcome uniforms, the T x d contexts and, for an Erdos-Renyi graph, its n(n-1)/2
+    candidate pairs (indices and uniforms) and the n x n adjacency."""
+    uniforms = 8.0 * T * (M + dim)
+    graph = (24.0 * n_items * (n_items - 1) / 2 if drawn_graph else 0.0) + float(n_items) ** 2
+    if uniforms + graph > MEMORY_LIMIT_BYTES:
+        what = (f"M={M} with T={T}: the environment draws the T x M outcome uniforms up front" if uniforms >= graph
+                else f"n_items={n_items}: the environment draws the graph's n(n-1)/2 candidate edges up front")
+        raise ValueError(f"{what}, about {(uniforms + graph) / 2 ** 30:.3g} GiB of memory (limit "
+                         f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB): out of reach; reduce M, T or n_items")
+
+
+def _log_connected_bound(n: int, p: float, graph: str) -> float:
+    """An upper bound on log P(one G(n, p) draw is accepted): connected (a union bound over the
+    n^(n-2) spanning trees, and no isolated item 0) or, for ``graph="raw"``, having an edge."""
+    log_q = np.log1p(-p) if p < 1.0 else -np.inf
+    if graph == "raw":
+        return float(np.log(-np.expm1(n * (n - 1) / 2 * log_q))) if p < 1.0 else 0.0
+    trees = (n - 2) * np.log(n) + (n - 1) * np.log(p)
+    not_isolated = np.log(-np.expm1((n - 1) * log_q)) if p < 1.0 else 0.0
+    return float(min(0.0, trees, not_isolated))
+
+
+def check_graph_reachable(n: int, p: float, max_draws: int, graph: str) -> None:
+    """ValueError when drawing the Erdos-Renyi graph is clearly out of reach: it almost surely
+    fails within ``max_draws`` draws, or the draws it needs would take more than a day."""
+    log_accept = _log_connected_bound(n, p, graph)
+    accepted = "has an edge" if graph == "raw" else "is connected"
+    chance = f"a G(n={n}, p={p:.3g}) draw {accepted} with probability at most {np.exp(log_accept):.3g}"
+    if log_accept + np.log(max_draws) < np.log(1e-6):
+        raise ValueError(f"{chance}, so max_graph_draws={max_draws} draws would almost surely all fail; "
+                         "raise p (e.g. p='2log(n)/n'), or pass edges explicitly")
+    draws = min(float(max_draws), float(np.exp(min(-log_accept, 700.0))))
+    seconds = draws * GRAPH_SECONDS_PER_DRAW * max(1.0, n * n / 100.0)
+    if seconds > TIME_LIMIT_SECONDS:
+        raise ValueError(f"{chance}: drawing the graph would take about {draws:.3g} draws, "
+                         f"{seconds / 3600:.3g} CPU-hours per replication (limit {TIME_LIMIT_SECONDS / 3600:g} h); "
+                         "raise p or lower max_graph_draws, or pass edges explicitly")
 
 
 _LOG_DENSITY = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)?\*?log\(n\)/n")
