@@ -20,6 +20,7 @@ which the factor is rebuilt and the solve repeated (then one or two iterations s
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import LinAlgError
 
 from .contrasts import from_reduced, to_reduced
 from .likelihood import ComparisonData
@@ -135,7 +136,10 @@ class IterativeFactor:
         is used up, CG absorbing the difference)."""
         data = self.data
         if data.preconditioner is not None:
-            grown = data.preconditioner.add(column)
+            try:
+                grown = data.preconditioner.add(column)
+            except LinAlgError:  # a single-precision inverse of an ill-conditioned K need not keep
+                grown = None     # I + V'K0^{-1}V positive definite: keep the factor, CG absorbs the row
             if grown is not None:
                 data.preconditioner = grown
         return self

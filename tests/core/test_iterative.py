@@ -171,3 +171,18 @@ def test_diagonal_blocks_of_phi11_without_the_inverse(monkeypatch):
     phi11 = np.linalg.inv(psi)[: n * d, : n * d]
     assert np.allclose(fresh.cov, np.array([phi11[i * d:(i + 1) * d, i * d:(i + 1) * d] for i in range(n)]),
                        atol=1e-9)
+
+
+def test_a_row_that_breaks_the_kept_factors_woodbury_term_is_left_to_cg():
+    # coverage run (family L, n = 50, seed 2162297530993465288): the single-precision inverse of an
+    # ill-conditioned K made I + V'Z indefinite; the kept factor must stay as it is, not raise
+    data, theta, rng = random_data(n=8, d=3, rows=40, seed=13)
+
+    class Indefinite:
+        def solve(self, rhs):
+            return -rhs
+
+    data.preconditioner = systems.Factor(Indefinite())
+    factor = IterativeFactor(data, data.margins(theta), np.full(8, 0.5))
+    assert factor.add(10.0 * np.ones(21)) is factor
+    assert data.preconditioner.V is None
