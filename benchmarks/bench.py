@@ -8,6 +8,7 @@ step on the full trajectory, the way typical research code does it — with the 
     python -m benchmarks.bench --batching     # what batching replications into the same numpy calls would buy
     python -m benchmarks.bench --row-space    # stage 1's unidentified refits solved on the row space instead
     python -m benchmarks.bench --scale        # seconds per replication as n grows, current vs replaced core
+    python -m benchmarks.bench --scale --long # long horizons (n = 10, 100, 1000 at T = 2000; n = 100 at T = 10000)
 
 Run from the repository's root (the benchmarks are not installed with the package).
 """
@@ -30,6 +31,7 @@ from study.simulation.replication import run_environment
 from study.simulation.settings import SETTINGS
 
 from .legacy.estimator import Estimate as LegacyEstimate
+from .previous.estimator import Estimate as PreviousEstimate
 
 
 class NaiveEstimate(Estimate):
@@ -270,6 +272,68 @@ def print_scale(args):
             print(line, flush=True)
 
 
+LONG_CASES = ((10, 2000), (100, 2000), (1000, 2000), (100, 10000))
+# the frozen core of 73dd308 is run where it takes minutes, not hours (n = 100, T = 2000: ~45 s idle)
+PREVIOUS_MAX_ITEMS_TIMES_T = 200_000
+
+
+def long_setting(n_items: int, T: int):
+    """The long-horizon workload of issue 16: RB, d = 10, M = 50, T0 = 0.4 T, theta* ~ N(0, 1/d) per
+    entry, p = 2 log(n)/n (graph redrawn until connected), theta(0) ~ N(0, 5), no CI grid."""
+    return SETTINGS["B"].replace(n_items=n_items, dim=10, M=50, T=T, T0=int(0.4 * T), truth="normal",
+                                 p="2log(n)/n", ci_every=0)
+
+
+def _timed_in_child(n_items, T, seed, which):
+    """One replication in a fresh process: (CPU s, wall s, peak RSS MB, final relative error,
+    choices).  ``which`` is "current" or "previous" (the core frozen in benchmarks/previous)."""
+    import resource
+    setting = long_setting(n_items, T)
+    env = BTLEnvironment(setting, seed)
+    cls = Estimate if which == "current" else PreviousEstimate
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu, wall = time.process_time(), time.perf_counter()
+    with threadpool_limits(limits=1, user_api="blas"):
+        result = run_environment(env, "RB", setting, seed=seed, estimator=cls)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (cpu, wall, peak / 1024, (peak - baseline) / 1024, float(result.trajectory["rel_error"][-1]),
+            result.trajectory["major"].copy())
+
+
+def in_child(*args):
+    """Run :func:`_timed_in_child` in a fresh spawned process (so peak memory is its own)."""
+    import concurrent.futures
+    import multiprocessing
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_timed_in_child, *args).result()
+
+
+def print_long(args):
+    cases = [tuple(int(v) for v in case.split(":")) for case in args.cases] if args.cases else LONG_CASES
+    print("RB, d = 10, M = 50, T0 = 0.4 T, theta* ~ N(0, 1/d), p = 2 log(n)/n, no CI grid; one replication "
+          f"(seed {args.seed}) per case, each in a fresh process; CPU seconds (wall in brackets); peak RSS of the "
+          "process (growth during the replication in brackets); the previous core (benchmarks/previous, "
+          f"commit 73dd308) where n T <= {PREVIOUS_MAX_ITEMS_TIMES_T:,}")
+    print(f"{'n':>5}{'T':>7}{'params':>8}{'current CPU s':>22}{'vs n=10':>9}{'ms/step':>9}{'peak MB':>17}"
+          f"{'previous CPU s':>22}{'speed-up':>10}{'same choices':>14}{'rel. error':>12}")
+    base = None
+    for n, T in cases:
+        cpu, wall, peak, growth, error, major = in_child(n, T, args.seed, "current")
+        if n == 10 and T == cases[0][1]:
+            base = cpu
+        ratio = f"{cpu / base:8.1f}x" if base else f"{'':9}"
+        line = (f"{n:5d}{T:7d}{(n - 1) * 10:8d}{cpu:12.1f} ({wall:6.1f})" + ratio
+                + f"{1e3 * cpu / T:9.2f}{peak:9.0f} ({growth:5.0f})")
+        if n * T <= args.previous_max:
+            old_cpu, old_wall, _, _, old_error, old_major = in_child(n, T, args.seed, "previous")
+            line += (f"{old_cpu:12.1f} ({old_wall:6.1f}){old_cpu / cpu:9.1f}x"
+                     f"{str(bool(np.array_equal(major, old_major))):>14}{error:12.4f}")
+        else:
+            line += f"{'(not run)':>22}{'':10}{'':14}{error:12.4f}"
+        print(line, flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=["A", "B"], choices=sorted(SETTINGS))
@@ -290,7 +354,15 @@ def main(argv=None):
     parser.add_argument("--items", type=int, nargs="+", default=list(SCALE_ITEMS), help="n values for --scale")
     parser.add_argument("--legacy-max-n", type=int, default=100,
                         help="--scale: time the replaced core only up to this n (it takes minutes at n = 100)")
+    parser.add_argument("--long", action="store_true",
+                        help="--scale at long horizons (T = 2000 and 10000), current vs the previous core (73dd308)")
+    parser.add_argument("--cases", nargs="+", default=None, help="--long: n:T cases (default 10:2000 100:2000 "
+                        "1000:2000 100:10000)")
+    parser.add_argument("--previous-max", type=int, default=PREVIOUS_MAX_ITEMS_TIMES_T,
+                        help="--long: run the previous core only where n T is at most this")
     args = parser.parse_args(argv)
+    if args.scale and args.long:
+        return print_long(args)
     if args.scale:
         args.reps = args.reps or 2
         return print_scale(args)

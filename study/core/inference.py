@@ -25,6 +25,8 @@ from .likelihood import ComparisonData
 from .systems import cholesky, cholesky_solve, reduced_hessian
 
 RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number exceeds 1/RCOND
+DIAGONAL_BLOCKS_FROM_PARAMETERS = 300  # n d from which cov avoids the explicit inverse
+BLOCK_ENTRIES = 1 << 22  # floats of one block of right-hand sides (32 MB) for the diagonal blocks of Phi_11
 
 
 @dataclass
@@ -94,8 +96,32 @@ class DebiasResult:
             return self._nan(n, d, d)
         cached = self._cache.get("_cov")
         if cached is None:
-            cached = self._cache["_cov"] = np.einsum("iide->ide", self._phi_blocks()).copy()
+            # small problems: from the explicit inverse (cheap there); large: without forming it
+            small = n * d < DIAGONAL_BLOCKS_FROM_PARAMETERS
+            cached = self._cache["_cov"] = (np.einsum("iide->ide", self._phi_blocks()).copy()
+                                            if small or "_blocks" in self._cache else self._diagonal_blocks())
         return cached
+
+    def _diagonal_blocks(self) -> np.ndarray:
+        """cov_i = B_i'B_i with B_i = U'^{-1} (Q_i (x) I_d)' (the rows of C for item i): triangular
+        solves in blocks of items, so that neither (C'HC)^{-1} nor Phi_11 (p^2 and (nd)^2 floats)
+        is formed; p^2 n d flops, the order of the factorisation."""
+        n, d = self.theta_d.shape
+        k = n - 1
+        width = max(1, BLOCK_ENTRIES // (k * d * d))
+        cov = np.empty((n, d, d))
+        for start in range(0, n, width):
+            items = np.arange(start, min(n, start + width))
+            unit = np.zeros((n, items.size))
+            unit[items, np.arange(items.size)] = 1.0
+            rows = to_reduced(unit)  # Q' e_i for the block's items, (k, c)
+            columns = (rows[:, None, :, None] * np.eye(d)[None, :, None, :]).reshape(k * d, items.size * d)
+            solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
+            if info != 0:
+                raise LinAlgError(f"dtrtrs failed (info={info})")
+            solved = solved.reshape(k * d, items.size, d)
+            cov[items] = np.einsum("pia,pib->iab", solved, solved)
+        return cov
 
     def spread(self, x: np.ndarray) -> np.ndarray:
         """x'(Phi_11)_ii x for every item i, shape (n,): with B = [vec(Q_i x') ...] (the rows of

@@ -55,6 +55,9 @@ class ComparisonData:
         self._flat_a = np.zeros((capacity, dim), dtype=np.intp)
         self._flat_b = np.zeros((capacity, dim), dtype=np.intp)
         self._edge_index: dict[tuple[int, int], int] = {}
+        self.preconditioner = None  # the factor kept for PCG (study.core.iterative), large problems only
+        self.preconditioner_budget = 0.0
+        self.preconditioner_stale = 0
         self.edge_lo: list[int] = []
         self.edge_hi: list[int] = []
         # row-space products: worth keeping only while rows are fewer than free parameters
@@ -120,6 +123,19 @@ class ComparisonData:
         data cannot identify theta, whatever the margins."""
         counts = np.bincount(self.edge_id[: self.t], minlength=len(self.edge_lo))
         return int(np.minimum(counts, self.dim).sum())
+
+    def restricted_rank_bound(self, held: np.ndarray) -> tuple[int, int]:
+        """(bound, needed) for the Hessian plus a positive curvature on the items ``held`` (a
+        boolean mask): it is singular unless the data identify the directions left free,
+        {v : v_i = 0 for held i, sum v = 0}, of dimension ``needed`` = d (#free - 1) (d #free if
+        nothing is held... and every item is free, the plain case).  Rows on edges between two
+        held items say nothing there; each other edge spans at most min(n_e, d) dimensions."""
+        held = np.asarray(held, dtype=bool)
+        free = int(np.count_nonzero(~held))
+        needed = self.dim * (free - 1) if free else 0
+        counts = np.bincount(self.edge_id[: self.t], minlength=len(self.edge_lo))
+        touches_free = ~(held[np.asarray(self.edge_lo, dtype=np.intp)] & held[np.asarray(self.edge_hi, dtype=np.intp)])
+        return int(np.minimum(counts, self.dim)[touches_free].sum()), needed
 
     @property
     def n_parameters(self) -> int:

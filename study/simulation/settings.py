@@ -66,7 +66,11 @@ class Setting:
     T0: int = 200
     """The end of the first stage: the constrained MLE (``opt1``) up to T0, the ridge MLE (``opt``)
     after; RB and BT-UCB2 explore with probability 1/t^alpha up to T0.  It stays 200 (the paper's)
-    whatever T is; set it with T (the paper's ratio is T0 = 0.4 T)."""
+    whatever T is; set it with T (the paper's ratio is T0 = 0.4 T), or let ``T0_rule`` follow T."""
+    T0_rule: object = None
+    """A rule that sets T0 from T, a fraction written ``"0.4T"`` (T0 = round(0.4 T)), so that T0
+    follows ``--set T=...``; setting ``T0`` explicitly (``replace(T0=...)``) drops the rule.
+    None (default): ``T0`` as given."""
     M: int = 20
     """Comparisons drawn per step."""
     p: object = 0.3
@@ -114,6 +118,8 @@ class Setting:
         check.integer("n_items", self.n_items, low=2)
         check.integer("dim", self.dim, low=1)
         check.integer("T", self.T, low=1)
+        if self.T0_rule is not None:
+            object.__setattr__(self, "T0", horizon_fraction(self.T0_rule, self.T))
         check.integer("T0", self.T0, low=0)
         if self.T0 > self.T:
             raise ValueError(f"T0 must lie in [0, T={self.T}], got T0={self.T0} (T0 is 200, the paper's, unless "
@@ -136,7 +142,8 @@ class Setting:
         check.integer("ci_every", self.ci_every, low=0)
         check.real("ci_level", self.ci_level, low=0.0, high=1.0, low_open=True, high_open=True)
         check.integer("max_graph_draws", self.max_graph_draws, low=1)
-        check_replication_size(self.n_items, self.dim, self.T)  # before any truth is built
+        check_replication_size(self.n_items, self.dim, self.T,  # before any truth is built
+                               self.T // self.ci_every if self.ci_every else 0)
         check_environment_size(self.T, self.M, self.dim, self.n_items, self.edges is None)
         check.real("truth_scale", self.truth_scale, low=0.0, high=MAX_SCALE, low_open=True)
         for name in ("truth", "edges"):  # arrays are kept read-only: a policy sees the setting
@@ -205,6 +212,8 @@ class Setting:
         if unknown:
             raise ValueError(f"unknown setting field(s) {sorted(unknown)}; allowed: "
                              f"{[f.name for f in dataclasses.fields(self)]}")
+        if "T0" in overrides and "T0_rule" not in overrides:  # an explicit T0 replaces the rule
+            overrides["T0_rule"] = None
         return dataclasses.replace(self, **overrides)
 
     def lambda_t(self, t: int) -> float:
@@ -218,6 +227,20 @@ class Setting:
             value = getattr(self, f.name)
             out[f.name] = np.asarray(value).tolist() if isinstance(value, (np.ndarray, list, tuple)) else value
         return out
+
+
+_FRACTION_OF_T = re.compile(r"([0-9]*\.?[0-9]+)\*?T")
+
+
+def horizon_fraction(rule, T: int) -> int:
+    """T0 from a rule such as ``"0.4T"`` (or a number in [0, 1], the fraction itself)."""
+    if isinstance(rule, str):
+        match = _FRACTION_OF_T.fullmatch(rule.replace(" ", ""))
+        if match is None:
+            raise ValueError(f"T0_rule must be a fraction of T such as '0.4T', got {rule!r}")
+        rule = float(match.group(1))
+    fraction = check.real("T0_rule", rule, low=0.0, high=1.0)
+    return int(round(fraction * T))
 
 
 def _read_only(value):
@@ -288,6 +311,11 @@ def check_truth_in_ball(truth: np.ndarray, gamma: float) -> None:
 BUILTIN_SETTINGS = MappingProxyType({
     "A": Setting(name="A", n_items=5, dim=10, M=20, p=0.3, truth="paired", init_mean="item"),
     "B": Setting(name="B", n_items=10, dim=10, M=50, p=0.15, truth="identity", init_mean=0.0),
+    # Long horizons at realistic sizes: n items with 10-d contexts, theta* drawn per
+    # replication, a graph of average degree about 2 log(n), T0 = 0.4 T; size it with --set n_items=...
+    # --set T=... (T0 follows).  CIs on a grid of 50 points.
+    "L": Setting(name="L", n_items=100, dim=10, T=10_000, T0_rule="0.4T", M=50, p="2log(n)/n", truth="normal",
+                 init_mean=0.0, ci_every=200),
 })
 _NAMED = dict(BUILTIN_SETTINGS)
 SETTINGS = MappingProxyType(_NAMED)  # a live read-only view: the built-in and the registered settings

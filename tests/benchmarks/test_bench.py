@@ -32,3 +32,11 @@ def test_row_space_fit_is_stationary_on_its_affine_set():
     assert np.allclose(margins, np.log(wins / (m - wins)), atol=1e-8)  # full row rank: saturated fit
     assert np.allclose(np.linalg.lstsq(design, design @ (beta - start), rcond=None)[0], beta - start, atol=1e-8)
     assert 0 < steps < 100
+
+
+def test_long_horizon_case_runs_both_cores_on_the_same_replication():
+    current = bench._timed_in_child(6, 40, 2, "current")
+    previous = bench._timed_in_child(6, 40, 2, "previous")
+    assert current[0] > 0 and current[2] > 0  # CPU seconds, peak RSS
+    assert np.array_equal(current[5], previous[5])  # the same choices (6 items: the direct solver in both)
+    assert bench.long_setting(100, 10_000).T0 == 4000

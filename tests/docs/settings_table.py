@@ -1,5 +1,5 @@
 """The table of Setting fields in docs/settings.md, generated from the attribute docstrings of
-``study.simulation.settings.Setting`` and the values of Settings A and B.
+``study.simulation.settings.Setting`` and the values of Settings A, B and L.
 
     python tests/docs/settings_table.py      # print the table (paste it between the markers)
 
@@ -49,11 +49,11 @@ def table() -> str:
     from study.simulation.settings import BUILTIN_SETTINGS, Setting
 
     docs = field_docs(Setting)
-    a, b = BUILTIN_SETTINGS["A"], BUILTIN_SETTINGS["B"]
-    lines = ["| field | A | B | meaning |", "|---|---|---|---|"]
+    columns = [BUILTIN_SETTINGS[name] for name in ("A", "B", "L")]
+    lines = ["| field | A | B | L | meaning |", "|---|---|---|---|---|"]
     for f in dataclasses.fields(Setting):
-        lines.append(f"| `{f.name}` | {_cell(getattr(a, f.name))} | {_cell(getattr(b, f.name))} | "
-                     f"{_markdown(docs.get(f.name, ''))} |")
+        values = " | ".join(_cell(getattr(s, f.name)) for s in columns)
+        lines.append(f"| `{f.name}` | {values} | {_markdown(docs.get(f.name, ''))} |")
     return "\n".join([BEGIN] + lines + [END])
 
 

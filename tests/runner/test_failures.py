@@ -138,10 +138,8 @@ def test_settings_out_of_reach_are_refused_before_ray(tmp_path):
     assert "out of reach" in err
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: study.core.limits.replication_cost does not follow n yet, so "
-                                       "n_items=20000 passes check_replication_size (the refusal path is in place)")
 def test_replications_whose_size_follows_n_are_refused_before_ray():
     """Checked in process, where the CLI validates before Ray: run as a command it would start
-    replications of ~30 GiB each while the cost model ignores n."""
+    replications of ~18 GiB each (the cost model follows n since issue 16)."""
     with pytest.raises(ValueError, match="out of reach"):
         runner.make_plan("regret", settings=["B"], overrides={"n_items": 20000, "truth": "normal"})

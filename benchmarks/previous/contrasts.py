@@ -1,0 +1,73 @@
+"""The sum-zero parametrisation: theta = Q beta with Q the orthonormal Helmert basis of
+{v in R^n : sum v = 0}, and fast products with Q and Q' (O(n) per column instead of O(n^2)).
+
+Column k-1 of Q (k = 1..n-1) is (1, ..., 1, -k, 0, ..., 0) / sqrt(k (k+1)) with k ones, so
+
+    (Q' v)_{k-1} = (v_0 + ... + v_{k-1} - k v_k) / sqrt(k (k+1))          (a cumulative sum)
+    (Q w)_i      = sum_{k > i} w_{k-1} / sqrt(k (k+1)) - i w_{i-1} / sqrt(i (i+1))   (a reverse one)
+
+Both act along axis 0, so an (n, d) array of item vectors is transformed in one call; the paper's
+C = Q (x) I_d (section "Asymptotic Normality") is this transform applied to the item axis.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_SCALES: dict = {}
+
+
+def _scale(n: int) -> np.ndarray:
+    s = _SCALES.get(n)
+    if s is None:
+        k = np.arange(1, n, dtype=float)
+        s = _SCALES[n] = 1.0 / np.sqrt(k * (k + 1.0))
+    return s
+
+
+def sum_zero_basis(n_items: int) -> np.ndarray:
+    """Orthonormal basis Q (n, n-1) of {v in R^n : sum v = 0} (Helmert contrasts), explicitly."""
+    q = np.zeros((n_items, n_items - 1))
+    for k in range(1, n_items):
+        q[:k, k - 1] = 1.0
+        q[k, k - 1] = -k
+        q[:, k - 1] /= np.sqrt(k * (k + 1))
+    return q
+
+
+DENSE_BELOW = 48  # small n: a product with the explicit Q is cheaper than the transform's calls
+_BASES: dict = {}
+
+
+def basis(n: int) -> np.ndarray:
+    """The explicit Helmert basis Q (n, n-1), built once per n (do not modify it)."""
+    q = _BASES.get(n)
+    if q is None:
+        q = _BASES[n] = sum_zero_basis(n)
+    return q
+
+
+def to_reduced(v: np.ndarray) -> np.ndarray:
+    """Q' v along axis 0: (n, ...) -> (n-1, ...)."""
+    n = v.shape[0]
+    if n < DENSE_BELOW:
+        q = basis(n)
+        return (q.T @ v.reshape(n, -1)).reshape((n - 1,) + v.shape[1:])
+    scale = _scale(n).reshape((n - 1,) + (1,) * (v.ndim - 1))
+    k = np.arange(1, n, dtype=float).reshape(scale.shape)
+    return (np.cumsum(v[:-1], axis=0) - k * v[1:]) * scale
+
+
+def from_reduced(w: np.ndarray) -> np.ndarray:
+    """Q w along axis 0: (n-1, ...) -> (n, ...); the result sums to zero along axis 0."""
+    n = w.shape[0] + 1
+    if n < DENSE_BELOW:
+        q = basis(n)
+        return (q @ w.reshape(n - 1, -1)).reshape((n,) + w.shape[1:])
+    a = w * _scale(n).reshape((n - 1,) + (1,) * (w.ndim - 1))
+    tail = np.cumsum(a[::-1], axis=0)[::-1]  # tail[j] = a[j] + ... + a[n-2]
+    out = np.empty((n,) + w.shape[1:])
+    out[0] = tail[0]
+    out[1:-1] = tail[1:]
+    out[-1] = 0.0
+    out[1:] -= np.arange(1, n, dtype=float).reshape((n - 1,) + (1,) * (w.ndim - 1)) * a
+    return out

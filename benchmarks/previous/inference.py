@@ -1,0 +1,229 @@
+"""Lagrangian debiased estimator and its confidence intervals (paper section "Asymptotic
+Normality", labels ``Lagdual`` and ``deb``).
+
+Psi_t = [[H_t(theta), tM J], [tM J', 0]] with J = 1_n (x) I_d; Phi = Psi^{-1}.  Because J spans
+the complement of the sum-zero space, Phi_11 = C (C' H C)^{-1} C' for C = Q (x) I_d with Q an
+orthonormal basis of sum-zero contrasts; we compute it that way (a Cholesky factorisation of the
+(n-1)d reduced Hessian: Psi_t is declared singular when the Cholesky factorisation fails or
+LAPACK's reciprocal condition estimate (dpocon, 1-norm) is below ``RCOND``).
+Then theta_d = theta - Phi_11 grad L_t(theta) (the gradient of the *unpenalised* loss) and the
+CI for theta*_{ik} is theta_d_{ik} +/- z sqrt((Phi_11)_{ii,kk}).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import LinAlgError, lapack
+from scipy.stats import norm
+
+from study.core import _validate as check
+from .contrasts import from_reduced, to_reduced
+from .likelihood import ComparisonData
+from .systems import cholesky, cholesky_solve, reduced_hessian
+
+RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number exceeds 1/RCOND
+
+
+@dataclass
+class DebiasResult:
+    """The debiased estimate (paper eq. ``deb``) and the pieces of Phi_11 behind its CIs.
+
+    Only ``theta_d`` is computed up front.  Phi_11's pieces come from the Cholesky factor U of
+    C'HC on first use (and are cached): the UCB index needs x'(Phi_11)_ii x for one context
+    (:meth:`spread`, one triangular solve), the CIs need the diagonal blocks ``cov``, the diagrams
+    the whole ``phi11``.
+
+    Attributes
+    ----------
+    theta_d : ndarray, shape (n, d)
+        The debiased estimate (NaN while ``available`` is False).
+    available : bool
+        False while Psi_t is singular (the data do not identify theta); then every array is NaN.
+    condition : float
+        Condition number of C'HC (inf when singular).
+    factor : ndarray or None
+        The upper Cholesky factor U of C'HC = U'U.
+    """
+
+    theta_d: np.ndarray
+    available: bool
+    condition: float
+    factor: np.ndarray | None = None
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _nan(self, *shape) -> np.ndarray:
+        return np.full(shape, np.nan)
+
+    @property
+    def reduced_inverse(self) -> np.ndarray | None:
+        """(C' H C)^{-1}, so that Phi_11 = C (C' H C)^{-1} C'."""
+        if self.factor is None:
+            return None
+        cached = self._cache.get("_reduced_inverse")
+        if cached is None:
+            inverse, info = lapack.dpotri(self.factor)
+            if info != 0:
+                raise LinAlgError(f"dpotri failed (info={info})")
+            cached = self._cache["_reduced_inverse"] = np.triu(inverse) + np.triu(inverse, 1).T
+        return cached
+
+    def _phi_blocks(self) -> np.ndarray:
+        """(n, n, d, d): block [i, j] of Phi_11 = C (C'HC)^{-1} C', by the Helmert transform on
+        both item axes of the reduced inverse (O(n^2 d^2) after the inverse)."""
+        cached = self._cache.get("_blocks")
+        if cached is None:
+            n, d = self.theta_d.shape
+            k = n - 1
+            reduced = self.reduced_inverse.reshape(k, d, k, d).transpose(0, 2, 1, 3)  # [a, b, alpha, beta]
+            both = from_reduced(from_reduced(reduced).transpose(1, 0, 2, 3))  # [j, i, alpha, beta]
+            cached = self._cache["_blocks"] = np.ascontiguousarray(both.transpose(1, 0, 2, 3))
+        return cached
+
+    @property
+    def cov(self) -> np.ndarray:
+        """(n, d, d): the diagonal blocks of Phi_11, cov_i = sum_ab Q_ia Q_ib [(C'HC)^{-1}]_ab."""
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            return self._nan(n, d, d)
+        cached = self._cache.get("_cov")
+        if cached is None:
+            cached = self._cache["_cov"] = np.einsum("iide->ide", self._phi_blocks()).copy()
+        return cached
+
+    def spread(self, x: np.ndarray) -> np.ndarray:
+        """x'(Phi_11)_ii x for every item i, shape (n,): with B = [vec(Q_i x') ...] (the rows of
+        C' for context x), the squared column norms of U'^{-1} B (one triangular solve)."""
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            return self._nan(n)
+        if "_cov" in self._cache:
+            return np.einsum("d,ide,e->i", x, self._cache["_cov"], x)
+        columns = np.einsum("ai,e->aei", to_reduced(np.eye(n)), x).reshape((n - 1) * d, n)  # Q_i (x) x
+        solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
+        if info != 0:
+            raise LinAlgError(f"dtrtrs failed (info={info})")
+        return np.einsum("ki,ki->i", solved, solved)
+
+    def pair_spread(self, x: np.ndarray, pairs) -> np.ndarray:
+        """Var of x'(theta_d_i - theta_d_j) for each row (i, j) of ``pairs``, shape (P,):
+        x'[(Phi_11)_ii + (Phi_11)_jj - 2 (Phi_11)_ij] x, the squared column norms of U'^{-1} B with
+        B = [vec((Q_i - Q_j) x') ...] (one triangular solve; NaN while Phi is unavailable)."""
+        pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            return self._nan(len(pairs))
+        basis = to_reduced(np.eye(n))  # Q', (n-1, n)
+        q = basis[:, pairs[:, 0]] - basis[:, pairs[:, 1]]  # (n-1, P)
+        columns = (q[:, None, :] * np.asarray(x, dtype=float)[None, :, None]).reshape((n - 1) * d, len(pairs))
+        solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
+        if info != 0:
+            raise LinAlgError(f"dtrtrs failed (info={info})")
+        return np.einsum("kp,kp->p", solved, solved)
+
+    def sample(self, z: np.ndarray) -> np.ndarray:
+        """theta_d + C U^{-1} z: a draw from N(theta_d, Phi_11) for a standard normal ``z`` of length
+        (n-1) d (the Gaussian approximation of the posterior used by Thompson sampling)."""
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            raise ValueError("Phi_11 is not available (Psi_t is singular): nothing to sample from")
+        z = np.asarray(z, dtype=float).reshape((n - 1) * d)
+        solved, info = lapack.dtrtrs(self.factor, z, lower=0, trans=0)
+        if info != 0:
+            raise LinAlgError(f"dtrtrs failed (info={info})")
+        return self.theta_d + from_reduced(solved.reshape(n - 1, d))
+
+    @property
+    def phi11(self) -> np.ndarray:
+        """Phi_11 (nd, nd), item-major index i*d + k."""
+        n, d = self.theta_d.shape
+        if self.factor is None:
+            return self._nan(n * d, n * d)
+        cached = self._cache.get("_phi11")
+        if cached is None:
+            cached = self._cache["_phi11"] = self._phi_blocks().transpose(0, 2, 1, 3).reshape(n * d, n * d)
+        return cached
+
+    @property
+    def se(self) -> np.ndarray:
+        """Standard errors sqrt((Phi_11)_{ii,kk}), shape (n, d)."""
+        return np.sqrt(np.einsum("ikk->ik", self.cov))
+
+    def ci(self, level: float = 0.95):
+        """(lower, upper), each (n, d): theta_d -/+ z_{(1+level)/2} se."""
+        level = check.real("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
+        if not self.available:
+            raise ValueError("confidence intervals are not available: Psi_t is singular "
+                             f"(condition number {self.condition:.3g}); more data are needed")
+        z = norm.ppf(0.5 + level / 2.0)
+        half = z * self.se
+        return self.theta_d - half, self.theta_d + half
+
+
+def _unavailable(n, d, condition) -> DebiasResult:
+    return DebiasResult(theta_d=np.full((n, d), np.nan), available=False, condition=condition)
+
+
+def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND) -> DebiasResult:
+    """:func:`debias` on a :class:`study.core.likelihood.ComparisonData` (no input checks)."""
+    rcond_min = rcond
+    n, d = theta.shape
+    if data.rank_bound() < (n - 1) * d:  # too few rows per edge: C'HC is singular for every theta
+        return _unavailable(n, d, np.inf)
+    u = data.margins(theta)
+    reduced = reduced_hessian(data, u)
+    try:
+        factor = cholesky(reduced)
+    except LinAlgError:
+        return _unavailable(n, d, np.inf)
+    rcond = float(lapack.dpocon(factor, float(np.abs(reduced).sum(axis=0).max()))[0])
+    if not rcond > rcond_min:
+        return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond)
+    # theta_d = theta - Phi_11 grad = theta - Q [(C'HC)^{-1} Q' grad]  (C = Q (x) I_d)
+    step = cholesky_solve(factor, data.reduced_gradient(u))
+    theta_d = theta - from_reduced(step.reshape(n - 1, d))
+    return DebiasResult(theta_d=theta_d, available=True, condition=1.0 / rcond, factor=factor)
+
+
+def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:
+    """Lagrangian debiased estimator (paper eq. ``deb``) at ``theta`` for the given comparisons.
+
+    Parameters
+    ----------
+    theta : array_like, shape (n_items, d)
+        The estimate to debias (rows summing to zero, e.g. from :func:`study.fit_btl`).
+    i, j, X, wins, m
+        The comparisons, as in :func:`study.fit_btl`.
+    rcond : float
+        Psi_t counts as singular when the reciprocal condition number of C'HC is below this.
+
+    Returns
+    -------
+    DebiasResult
+        ``theta_d`` (n, d), ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``se``, ``phi11`` and
+        ``ci(level)``; ``available`` is False (arrays NaN) while the data do not identify theta.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes or values, naming the argument.
+
+    Examples
+    --------
+    >>> import numpy as np, study
+    >>> rng = np.random.default_rng(0)
+    >>> i = rng.integers(0, 3, 400); j = (i + 1 + rng.integers(0, 2, 400)) % 3
+    >>> X = rng.normal(1.0, 0.5, (400, 2)); truth = np.array([[1., 0.], [0., 1.], [-1., -1.]])
+    >>> wins = rng.binomial(5, 1 / (1 + np.exp(-np.einsum("kd,kd->k", X, truth[j] - truth[i]))))
+    >>> theta = study.fit_btl(i, j, X, wins, 5, n_items=3)
+    >>> lower, upper = study.debias(theta, i, j, X, wins, 5).ci(0.95)
+    >>> lower.shape
+    (3, 2)
+    """
+    theta = check.finite_array("theta", theta, ndim=2)
+    n_items, d = theta.shape
+    i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
+    if X.shape[1] != d:
+        raise ValueError(f"X has {X.shape[1]} columns but theta has d={d}")
+    data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
+    return debias_data(data, theta, rcond=rcond)

@@ -1,0 +1,203 @@
+"""Newton systems of the penalised likelihood on the sum-zero space, and their solvers.
+
+The objective's Hessian is H = sum_k w_k r_k r_k' + diag(q) (x) I_d (the loss's graph-Laplacian
+Hessian plus per-item quadratic weights q: ridge, tie-break and ball multipliers), and a Newton
+step solves K beta = rhs with K = C'HC, C = Q (x) I_d (Q: Helmert, :mod:`study.core.contrasts`).  Two
+exact solvers, chosen by size:
+
+* :class:`PrimalFactor` -- the dense Cholesky factor of K, ((n-1)d)^3 / 3 flops.  K is assembled
+  from the per-edge Gram matrices: sum_e (q_e q_e') (x) G_e for small graphs, otherwise as the item
+  blocks of H transformed by Q on both item axes (O(n^2 d^2), never O((nd)^3)).
+* :class:`RowSpaceFactor` -- while there are fewer rows t than parameters (n-1)d and every q_i > 0,
+  the Woodbury identity H^{-1} = D^{-1} - D^{-1} R' W^{1/2} N^{-1} W^{1/2} R D^{-1} with
+  N = I + W^{1/2} R D^{-1} R' W^{1/2} (t x t, eigenvalues >= 1), D = diag(q) (x) I: t^3 / 3 flops,
+  so a step's cost grows with the stored rows, not with ((n-1)d)^3.  With equal weights H maps the
+  sum-zero space onto itself and K^{-1} rhs = Q' H^{-1} Q rhs; otherwise the sum-zero constraint
+  is enforced through its d Lagrange multipliers (the bordered system of paper eq. ``deb``).
+
+:class:`Factor` wraps either with rank-one terms (new comparison rows) folded in by Woodbury, so
+that the previous step's factor serves the next step's chord iterations.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import LinAlgError, lapack
+
+from .contrasts import basis, from_reduced, to_reduced
+from .likelihood import ComparisonData
+
+SMALL_GRAPH_ENTRIES = 2_000_000  # k^2 E of the edge-Gram route to K
+# Below this many parameters a dense factor costs microseconds and the row-space solver's extra
+# numpy calls cost more than they save (measured at Setting B, 90 parameters).
+ROW_SPACE_MIN_PARAMETERS = 150
+
+
+def cholesky(matrix: np.ndarray) -> np.ndarray:
+    """Upper Cholesky factor via LAPACK dpotrf directly (scipy.linalg's wrappers cost ~50 us a
+    call in validation, which dominates at these sizes); raises LinAlgError if not PD."""
+    factor, info = lapack.dpotrf(matrix, lower=0, clean=0)
+    if info != 0:
+        raise LinAlgError(f"matrix not positive definite (dpotrf info={info})")
+    return factor
+
+
+def cholesky_solve(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    out, info = lapack.dpotrs(factor, rhs, lower=0)
+    if info != 0:
+        raise LinAlgError(f"dpotrs failed (info={info})")
+    return out
+
+
+def _uniform(quad) -> bool:
+    return quad is None or bool(np.all(quad == quad[0]))
+
+
+def add_quadratic(reduced: np.ndarray, quad, d: int) -> np.ndarray:
+    """reduced + (Q' diag(quad) Q) (x) I_d, in place (``reduced`` must be a fresh array)."""
+    if quad is None:
+        return reduced
+    if _uniform(quad):  # Q'Q = I: a constant weight only shifts the diagonal
+        if quad[0] != 0.0:
+            reduced.flat[:: reduced.shape[0] + 1] += quad[0]
+        return reduced
+    k = len(quad) - 1
+    small = reduced_weights(quad)
+    view = reduced.reshape(k, d, k, d)
+    view += small[:, None, :, None] * np.eye(d)[None, :, None, :]
+    return reduced
+
+
+def reduced_weights(quad: np.ndarray) -> np.ndarray:
+    """Q' diag(quad) Q, (n-1, n-1)."""
+    return to_reduced(to_reduced(np.diag(quad)).T)
+
+
+def reduced_hessian(data: ComparisonData, u: np.ndarray, quad=None) -> np.ndarray:
+    """K = C'(H_L + diag(quad) (x) I)C, dense ((n-1)d, (n-1)d), from the edge Grams at margins u."""
+    grams = data.edge_grams(None, u)
+    n, d = data.n_items, data.dim
+    k, n_edges = n - 1, len(grams)
+    if k * k * n_edges <= SMALL_GRAPH_ENTRIES:
+        cache = getattr(data, "_reduced_map", None)
+        if cache is None or cache[0] != n_edges:
+            q = basis(n)
+            qe = q[np.asarray(data.edge_hi, dtype=np.intp)] - q[np.asarray(data.edge_lo, dtype=np.intp)]
+            data._reduced_map = cache = (n_edges, np.einsum("ea,eb->abe", qe, qe).reshape(k * k, n_edges))
+        red = (cache[1] @ grams.reshape(n_edges, d * d)).reshape(k, k, d, d)
+    else:  # item blocks of H, then Q' on both item axes: O(n^2 d^2)
+        blocks = data.hessian_blocks(None, u)
+        red = to_reduced(to_reduced(blocks).transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    red = np.ascontiguousarray(red.transpose(0, 2, 1, 3)).reshape(k * d, k * d)
+    return add_quadratic(red, quad, d)
+
+
+class PrimalFactor:
+    """Dense Cholesky factor of K; damped if K is not numerically positive definite."""
+
+    def __init__(self, matrix: np.ndarray):
+        try:
+            self.cho = cholesky(matrix)
+            return
+        except LinAlgError:
+            pass
+        scale = max(float(np.trace(matrix)) / matrix.shape[0], 1.0)
+        for damping in (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0):
+            try:
+                self.cho = cholesky(matrix + damping * scale * np.eye(matrix.shape[0]))
+                return
+            except LinAlgError:
+                continue
+        raise LinAlgError("reduced Hessian is not positive definite even after damping")
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        return cholesky_solve(self.cho, rhs)
+
+
+class RowSpaceFactor:
+    """K^{-1} through the t x t row-space system (see the module docstring); needs quad > 0."""
+
+    def __init__(self, data: ComparisonData, u: np.ndarray, quad: np.ndarray):
+        self.data = data
+        self.rows = data.t  # the data may grow later; this factor is of its first rows
+        self.quad = np.asarray(quad, dtype=float)
+        self.uniform = _uniform(self.quad)
+        self.sw = np.sqrt(data.weights(u))
+        if self.uniform:
+            gram = data.row_gram() * (1.0 / self.quad[0])
+        else:
+            gram = data.weighted_row_gram(1.0 / self.quad)
+        system = self.sw[:, None] * gram * self.sw[None, :]
+        system.flat[:: system.shape[0] + 1] += 1.0
+        self.cho = cholesky(system)
+        self.constraint = None
+        if not self.uniform:  # H^{-1} J (item form, one column per dimension) and (J'H^{-1}J)^{-1}
+            n, d = data.n_items, data.dim
+            ones = np.broadcast_to(np.eye(d), (n, d, d)).copy()
+            h_j = self._inverse(ones)
+            self.constraint = (h_j, np.linalg.inv(h_j.sum(axis=0)))
+
+    def _inverse(self, v: np.ndarray) -> np.ndarray:
+        """H^{-1} v for item-form v, (n, d) or (n, d, c)."""
+        data, sw = self.data, self.sw
+        inv_q = (1.0 / self.quad).reshape((-1,) + (1,) * (v.ndim - 1))
+        y = v * inv_q
+        z = data.design_times(y, self.rows)
+        z = sw * z if z.ndim == 1 else sw[:, None] * z
+        s = cholesky_solve(self.cho, z)
+        s = sw * s if s.ndim == 1 else sw[:, None] * s
+        return y - data.design_transpose_times(s) * inv_q
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        data = self.data
+        k, d = data.n_items - 1, data.dim
+        shape = (k, d) if rhs.ndim == 1 else (k, d, rhs.shape[1])
+        h = self._inverse(from_reduced(rhs.reshape(shape)))
+        if self.constraint is not None:  # the sum-zero multiplier: J'delta = 0
+            h_j, inverse = self.constraint
+            mu = inverse @ h.sum(axis=0)
+            h = h - (np.einsum("ide,e->id", h_j, mu) if h.ndim == 2 else np.einsum("ide,ec->idc", h_j, mu))
+        return to_reduced(h).reshape(rhs.shape)
+
+
+def factorize(data: ComparisonData, u: np.ndarray, quad: np.ndarray) -> "Factor":
+    """The cheaper exact factor of K at margins u: row space while t < (n-1)d (every q_i > 0 and
+    enough parameters for it to pay), else the dense reduced Hessian."""
+    if (ROW_SPACE_MIN_PARAMETERS <= data.n_parameters and data.t < data.n_parameters
+            and data.t <= data.row_space_rows and np.all(quad > 0.0)):
+        try:
+            return Factor(RowSpaceFactor(data, u, quad))
+        except LinAlgError:  # cannot happen in exact arithmetic (N >= I); fall back regardless
+            pass
+    return Factor(PrimalFactor(reduced_hessian(data, u, quad)))
+
+
+class Factor:
+    """A base factor of K0 plus rank-one terms v v' added since (one per new comparison row),
+    solved by the Woodbury identity.  Between refits the Hessian changes by the new row's term
+    (captured exactly here) and by the drift of the old rows' weights (small), so chord steps
+    with this factor converge fast without refactorising."""
+
+    max_rank = 8
+
+    def __init__(self, base):
+        self.base = base
+        self.V = None  # (k, r) rank-one columns
+        self.Z = None  # K0^{-1} V
+        self.small = None  # Cholesky of I + V'Z
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        out = self.base.solve(rhs)
+        if self.V is not None:
+            out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
+        return out
+
+    def add(self, column: np.ndarray) -> "Factor | None":
+        """A new factor for K0 + V V' + column column'; None once the rank budget is used up."""
+        V = column[:, None] if self.V is None else np.column_stack([self.V, column])
+        if V.shape[1] > self.max_rank:
+            return None
+        new = Factor(self.base)
+        new.V = V
+        new.Z = self.base.solve(V)
+        new.small = cholesky(np.eye(V.shape[1]) + V.T @ new.Z)
+        return new
