@@ -17,11 +17,13 @@ from ._version import __version__
 from .core import DebiasResult, debias, fit_btl
 from .policies import (ALL_METHODS, BASELINES, METHODS, Choice, Policy, Step, policy_provenance, register_policy,
                        resolve_methods)
+from .policies.checks import PolicyCheckError, PolicyCheckReport, check_policy
 from .results import load
 from .simulation.replication import run_environment, run_replication
 from .simulation.result import ReplicationResult
 from .simulation.settings import SETTINGS, Setting, resolve_setting
 
 __all__ = ["METHODS", "BASELINES", "ALL_METHODS", "Policy", "Step", "Choice", "register_policy", "resolve_methods",
+           "check_policy", "PolicyCheckReport", "PolicyCheckError",
            "policy_provenance", "SETTINGS", "Setting", "resolve_setting", "fit_btl", "debias", "DebiasResult",
            "run_replication", "run_environment", "ReplicationResult", "load", "__version__"]

@@ -1,6 +1,7 @@
 """``python -m study.results verify OUT [STUDY ...]`` and ``python -m study.results drop-damaged OUT STUDY``:
 check a study directory's parts against their checksums, or set the damaged batches aside so that
-rerunning the study's command recomputes them."""
+rerunning the study's command recomputes them.  ``python -m study.results verdicts OUT`` writes the
+verdict table of the baselines comparison (:mod:`.verdicts`) to OUT/verdicts.md and .csv."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,7 @@ from pathlib import Path
 from .errors import RECOVERY_COMMAND, StorageError, recovery_hint
 from .files import COMMITS
 from .storage import drop_damaged, verify
+from .verdicts import WARMUP_STUDIES, Z, write_verdicts
 
 
 def _studies_in(out: Path) -> list:
@@ -29,11 +31,26 @@ def main(argv=None) -> int:
     d = sub.add_parser("drop-damaged", help="move damaged batches to <study>/_damaged/ (then rerun the command)")
     d.add_argument("out")
     d.add_argument("study")
+    w = sub.add_parser("verdicts", help="write OUT/verdicts.md and .csv: paired differences per warm-up, and the "
+                                        "verdicts that hold under every warm-up")
+    w.add_argument("out")
+    w.add_argument("--studies", nargs="+", default=list(WARMUP_STUDIES), metavar="STUDY",
+                   help=f"the studies to compare, one per warm-up (default: {' '.join(WARMUP_STUDIES)})")
+    w.add_argument("--z", type=float, default=Z, help=f"paired SEs a winner must lead by (default {Z:g})")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if not out.is_dir():
         parser.error(f"{out} is not a directory")
     try:
+        if args.command == "verdicts":
+            missing = [s for s in args.studies if s not in _studies_in(out)]
+            if missing:
+                print(f"error: {out} holds no study {missing} (run jobs/baselines.py first)", file=sys.stderr)
+                return 2
+            for path in write_verdicts(out, args.studies, args.z):
+                print(f"wrote {path}")
+            print((out / "verdicts.md").read_text())
+            return 0
         if args.command == "drop-damaged":
             lost = drop_damaged(out, args.study)
             print(f"{args.study}: {lost} replications to recompute; rerun the study's command")

@@ -35,6 +35,11 @@ METHOD_STYLE = {
     "TS": {"color": "#8c564b", "lw": 1.5, "zorder": 3, "ls": ":", "label": "TS (double Thompson)"},
     "MaxInP": {"color": "#e377c2", "lw": 1.5, "zorder": 3, "ls": ":", "label": "MaxInP"},
     "CoLSTIM": {"color": "#17becf", "lw": 1.5, "zorder": 3, "ls": ":", "label": "CoLSTIM"},
+    "CoLSTIM-rev": {"color": "#17becf", "lw": 1.2, "zorder": 3, "ls": "-.", "label": "CoLSTIM-rev (coin reversed)"},
+    "MaxPairUCB": {"color": "#bcbd22", "lw": 1.5, "zorder": 3, "ls": ":", "label": "MaxPairUCB"},
+    "MaxFirstUCBNext": {"color": "#bcbd22", "lw": 1.2, "zorder": 3, "ls": "-.", "label": "MaxFirstUCBNext"},
+    "GURO": {"color": "#393b79", "lw": 1.5, "zorder": 3, "ls": ":", "label": "GURO"},
+    "BALD": {"color": "#393b79", "lw": 1.2, "zorder": 3, "ls": "-.", "label": "BALD"},
     "RB-UA": {"color": "#7f7f7f", "lw": 1.8, "zorder": 4, "ls": "-.", "label": "RB-UA (uncertainty-aware opponent)"},
 }
 

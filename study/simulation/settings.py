@@ -15,6 +15,9 @@ from .graph import GRAPHS, check_edges
 
 TIE_BREAKS = ("nearest", "min_norm")
 TRUTHS = ("paired", "identity", "normal")
+# What a method whose rule needs Phi does while Phi does not exist (docs/baselines.md, "One warm-up
+# protocol"): its own rule, uniformly random edges, or the greedy item against a uniform neighbour.
+WARMUPS = ("own", "random", "greedy")
 
 
 def paired_truth(n_items: int, dim: int) -> np.ndarray:
@@ -98,6 +101,11 @@ class Setting:
     """Erdos-Renyi draws allowed until the graph is connected."""
     graph: str = "connected"
     """``"connected"`` (redraw until connected, the paper's protocol) or ``"raw"`` (one draw)."""
+    warmup: str = "own"
+    """What the methods whose rule needs Phi (BT-UCB1/2, TS, MaxInP, CoLSTIM, ...) do while Phi does
+    not exist (Psi_t singular): ``"own"`` each method's own rule (BT-UCB and TS greedy, the others
+    random edges: docs/baselines.md), ``"random"`` a uniformly random edge, ``"greedy"`` the greedy
+    item against a uniform neighbour, the same for every method.  RB, ERA and ETA never need Phi."""
 
     def __post_init__(self):
         check.integer("n_items", self.n_items, low=2)
@@ -128,6 +136,8 @@ class Setting:
             check_truth_in_ball(truth, self.gamma)
         if self.graph not in GRAPHS:
             raise ValueError(f"graph must be one of {GRAPHS}, got {self.graph!r}")
+        if not isinstance(self.warmup, str) or self.warmup not in WARMUPS:
+            raise ValueError(f"warmup must be one of {WARMUPS}, got {self.warmup!r}")
         if self.edges is not None:
             check_edges(self.edges, self.n_items, connected=self.graph == "connected")
 
