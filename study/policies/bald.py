@@ -34,9 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import entr, expit
 
-from .base import Choice, Step, available
-from .maxpair import higher_end
-from .warmup import warmup_choice, warmup_rule
+from .pairs import EdgeRule
+from .warmup import warmup_rule
 
 ENTROPY_SCALE = 4.0 * np.log(2.0)  # C^2 of the expected-entropy approximation (GURO algorithms.py:872)
 
@@ -51,23 +50,16 @@ def bald_scores(mu: np.ndarray, variance: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class BALD:
+class BALD(EdgeRule):
     """The edge whose outcome carries the most information about theta (module docstring);
     ``warmup``: the rule while Phi does not exist."""
 
     name: str = "BALD"
     warmup: str = "random"
 
-    def select(self, step: Step) -> Choice:
-        db = available(step)
-        if db is None:
-            return warmup_choice(step, self.warmup)
-        x, edges = step.x, step.graph.edges
-        utility = db.theta_d @ x
+    def edge_scores(self, db, x, edges, utility):
         mu = utility[edges[:, 0]] - utility[edges[:, 1]]
-        score = bald_scores(mu, np.maximum(db.pair_spread(x, edges), 0.0))
-        a, b = (int(v) for v in edges[int(np.argmax(score))])
-        return higher_end(utility, min(a, b), max(a, b))
+        return bald_scores(mu, np.maximum(db.pair_spread(x, edges), 0.0))
 
 
 def bald(setting) -> BALD:

@@ -250,12 +250,14 @@ class _Suite:
         """Run ``runs`` [(setting, overrides)]: the check fails on an invalid choice or an error; a
         write seen there is a failure of ``no_writes``."""
         record = _Record()
-        try:
-            for setting, overrides in runs:
+        error = None
+        for setting, overrides in runs:
+            try:
                 self.run(setting, record, **overrides)
-            error = None
-        except Exception as exc:  # noqa: BLE001 -- reported by name
-            error = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:  # noqa: BLE001 -- reported by name
+                shown = {k: v for k, v in overrides.items() if k in ("T", "warmup", "graph", "edges")}
+                error = f"Setting {setting} with {shown}: {type(exc).__name__}: {exc}"
+                break
         writes = record.violations.pop("no_writes", None)
         if writes is not None and self.results["no_writes"].status == "passed":
             self.set("no_writes", False, writes)
@@ -354,15 +356,9 @@ def check_policy(factory, *, name: str = "checked-policy", seed: int = 3, time_l
     Examples
     --------
     >>> import study
-    >>> from study.policies import argmax_playable, uniform_neighbour
-    >>> class Greedy:
-    ...     def __init__(self, setting):
-    ...         pass
-    ...     def select(self, step):
-    ...         major = argmax_playable(step, step.theta @ step.x)
-    ...         return study.Choice(major, uniform_neighbour(step, major), False)
-    >>> study.check_policy(Greedy).passed
-    True
+    >>> report = study.check_policy("RB")
+    >>> report.passed, report.failed
+    (True, [])
     """
     if isinstance(factory, str):
         name, factory = factory, resolve_policy(factory)

@@ -56,27 +56,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Choice, Step, argmax_neighbour, argmax_playable, available
+from .base import Choice, Step, argmax_playable
+from .pairs import optimistic_neighbour
 from .paper import ucb_width
-from .warmup import warmup_choice, warmup_rule
+from .warmup import PhiRule, warmup_rule
 
 
-def coupling_probability(t: int, dimension: int, horizon: int) -> float:
-    """p_t = min(1, d log(dT) / sqrt(t)) (VACDB ``ucb.py:63``)."""
+def coupling_probability(t: int, dimension, horizon) -> float:
+    """p_t = min(1, d log(dT) / sqrt(t)) (VACDB ``ucb.py:63``); 1 when ``dimension`` is None."""
+    if dimension is None:
+        return 1.0
     return float(min(1.0, dimension * np.log(dimension * horizon) / np.sqrt(t)))
 
 
 @dataclass(frozen=True)
-class CoLSTIM:
+class CoLSTIM(PhiRule):
     """Perturbed first item, optimistic second (module docstring).
 
     ``shared_on_heads``: whether B_t = 1 means one perturbation shared by all items (VACDB's
     reading, ``"CoLSTIM"``) or one per item (``"CoLSTIM-rev"``).  ``dimension`` and ``horizon``
-    are the d and T of p_t."""
+    are the d and T of p_t (``dimension=None``: p_t = 1, B_t = 1 at every step)."""
 
     threshold: float  # c: the Gumbel perturbations are trimmed to [-c, c]
     width: float      # C: confidence width of the second item's advantage
-    dimension: int = 1
+    dimension: int | None = None
     horizon: int = 1
     shared_on_heads: bool = True
     name: str = "CoLSTIM"
@@ -92,17 +95,11 @@ class CoLSTIM:
             eps[:] = eps[0]
         return np.clip(eps, -self.threshold, self.threshold)
 
-    def select(self, step: Step) -> Choice:
-        db = available(step)
-        if db is None:
-            return warmup_choice(step, self.warmup)
-        x = step.x
-        utility = db.theta_d @ x
+    def choose(self, step: Step, db) -> Choice:
+        utility = db.theta_d @ step.x
         noise = self.perturbations(step.rng, len(utility), step.t)
-        major = argmax_playable(step, utility + noise * np.sqrt(np.maximum(db.spread(x), 0.0)))
-        nbrs = step.graph.neighbours[major]
-        sd = np.sqrt(np.maximum(db.pair_spread(x, np.column_stack([nbrs, np.full(len(nbrs), major)])), 0.0))
-        return Choice(major, argmax_neighbour(step, major, utility[nbrs] + self.width * sd), False)
+        major = argmax_playable(step, utility + noise * np.sqrt(np.maximum(db.spread(step.x), 0.0)))
+        return Choice(major, optimistic_neighbour(step, db, utility, major, self.width), False)
 
 
 def _colstim(setting, shared_on_heads: bool, name: str) -> CoLSTIM:

@@ -40,29 +40,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .base import Choice, Step, available
-from .maxpair import higher_end
-from .warmup import warmup_choice, warmup_rule
+from .pairs import EdgeRule
+from .warmup import warmup_rule
 
 
 @dataclass(frozen=True)
-class GURO:
+class GURO(EdgeRule):
     """The edge of largest sd_ab^2 sigma'(margin) (module docstring); ``warmup``: the rule while
     Phi does not exist."""
 
     name: str = "GURO"
     warmup: str = "random"
 
-    def select(self, step: Step) -> Choice:
-        db = available(step)
-        if db is None:
-            return warmup_choice(step, self.warmup)
-        x, edges = step.x, step.graph.edges
-        utility = db.theta_d @ x
+    def edge_scores(self, db, x, edges, utility):
         p = expit(utility[edges[:, 0]] - utility[edges[:, 1]])
-        score = np.maximum(db.pair_spread(x, edges), 0.0) * p * (1.0 - p)
-        a, b = (int(v) for v in edges[int(np.argmax(score))])
-        return higher_end(utility, min(a, b), max(a, b))
+        return np.maximum(db.pair_spread(x, edges), 0.0) * p * (1.0 - p)
 
 
 def guro(setting) -> GURO:

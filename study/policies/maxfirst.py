@@ -29,15 +29,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from .base import Choice, Step, argmax_neighbour, argmax_playable, available
+from .base import Choice, Step, argmax_playable
+from .pairs import optimistic_neighbour
 from .paper import ucb_width
-from .warmup import warmup_choice, warmup_rule
+from .warmup import PhiRule, warmup_rule
 
 
 @dataclass(frozen=True)
-class MaxFirstUCBNext:
+class MaxFirstUCBNext(PhiRule):
     """Greedy first item, most optimistic neighbour second (module docstring); ``warmup``: the
     rule while Phi does not exist."""
 
@@ -45,16 +44,10 @@ class MaxFirstUCBNext:
     name: str = "MaxFirstUCBNext"
     warmup: str = "random"
 
-    def select(self, step: Step) -> Choice:
-        db = available(step)
-        if db is None:
-            return warmup_choice(step, self.warmup)
-        x = step.x
-        utility = db.theta_d @ x
+    def choose(self, step: Step, db) -> Choice:
+        utility = db.theta_d @ step.x
         major = argmax_playable(step, utility)
-        nbrs = step.graph.neighbours[major]
-        sd = np.sqrt(np.maximum(db.pair_spread(x, np.column_stack([nbrs, np.full(len(nbrs), major)])), 0.0))
-        return Choice(major, argmax_neighbour(step, major, utility[nbrs] + self.width * sd), False)
+        return Choice(major, optimistic_neighbour(step, db, utility, major, self.width), False)
 
 
 def max_first_ucb_next(setting) -> MaxFirstUCBNext:

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Choice, Step, available
+from .base import Choice, Step
 from .paper import ucb_width
-from .warmup import warmup_choice, warmup_rule
+from .warmup import PhiRule, warmup_rule
 
 
 def candidates(db, x: np.ndarray, width: float, playable: np.ndarray) -> np.ndarray:
@@ -68,7 +68,7 @@ def candidates(db, x: np.ndarray, width: float, playable: np.ndarray) -> np.ndar
 
 
 @dataclass(frozen=True)
-class MaxInP:
+class MaxInP(PhiRule):
     """The widest edge inside the candidate set C_t (module docstring); ``warmup``: the rule while
     Phi does not exist."""
 
@@ -76,10 +76,7 @@ class MaxInP:
     name: str = "MaxInP"
     warmup: str = "random"
 
-    def select(self, step: Step) -> Choice:
-        db = available(step)
-        if db is None:
-            return warmup_choice(step, self.warmup)
+    def choose(self, step: Step, db) -> Choice:
         x, edges = step.x, step.graph.edges
         keep = candidates(db, x, self.width, step.graph.playable)
         pool = keep[edges[:, 0]] & keep[edges[:, 1]]

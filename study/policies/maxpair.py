@@ -36,18 +36,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Choice, Step, available
+from .pairs import EdgeRule
 from .paper import ucb_width
-from .warmup import warmup_choice, warmup_rule
-
-
-def higher_end(utility: np.ndarray, a: int, b: int) -> Choice:
-    """(a, b) as a Choice whose major item is the end with the larger utility (ties: a)."""
-    return Choice(a, b, False) if utility[a] >= utility[b] else Choice(b, a, False)
+from .warmup import warmup_rule
 
 
 @dataclass(frozen=True)
-class MaxPairUCB:
+class MaxPairUCB(EdgeRule):
     """The edge maximising X_t'(theta_d_a + theta_d_b) + w sd_ab (module docstring); ``warmup``:
     the rule while Phi does not exist."""
 
@@ -55,16 +50,9 @@ class MaxPairUCB:
     name: str = "MaxPairUCB"
     warmup: str = "random"
 
-    def select(self, step: Step) -> Choice:
-        db = available(step)
-        if db is None:
-            return warmup_choice(step, self.warmup)
-        x, edges = step.x, step.graph.edges
-        utility = db.theta_d @ x
+    def edge_scores(self, db, x, edges, utility):
         sd = np.sqrt(np.maximum(db.pair_spread(x, edges), 0.0))
-        a, b = (int(v) for v in edges[int(np.argmax(utility[edges[:, 0]] + utility[edges[:, 1]] + self.width * sd))])
-        a, b = min(a, b), max(a, b)
-        return higher_end(utility, a, b)
+        return utility[edges[:, 0]] + utility[edges[:, 1]] + self.width * sd
 
 
 def max_pair_ucb(setting) -> MaxPairUCB:

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Choice, Step, argmax_neighbour, argmax_playable, available
-from .warmup import warmup_choice, warmup_rule
+from .base import Choice, Step, argmax_neighbour, argmax_playable
+from .warmup import PhiRule, warmup_rule
 
 
 @dataclass(frozen=True)
-class DoubleThompson:
+class DoubleThompson(PhiRule):
     """Two independent draws from N(theta_d, Phi_11): the first picks i_t, the second its
     opponent among i_t's neighbours (module docstring).  ``warmup``: the rule while Phi does not
     exist."""
@@ -47,10 +47,7 @@ class DoubleThompson:
     name: str = "TS"
     warmup: str = "greedy"
 
-    def select(self, step: Step) -> Choice:
-        db = available(step)
-        if db is None:
-            return warmup_choice(step, self.warmup)
+    def choose(self, step: Step, db) -> Choice:
         n, d = db.theta_d.shape
         first = db.sample(step.rng.standard_normal((n - 1) * d))
         second = db.sample(step.rng.standard_normal((n - 1) * d))

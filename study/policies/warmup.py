@@ -18,7 +18,7 @@ found none (``before_phi``), so that the steps each method spent in its warm-up 
 """
 from __future__ import annotations
 
-from .base import Choice, Step, argmax_playable, random_edge, uniform_neighbour
+from .base import Choice, Step, argmax_playable, available, random_edge, uniform_neighbour
 
 RULES = ("random", "greedy")
 
@@ -46,3 +46,19 @@ def warmup_choice(step: Step, rule: str) -> Choice:
     if rule == "greedy":
         return greedy_step(step)
     raise ValueError(f"warm-up rule must be one of {RULES}, got {rule!r}")
+
+
+class PhiRule:
+    """Base of the rules that need Phi: ``select`` takes the warm-up step (``self.warmup``) while
+    Phi does not exist, and asks ``self.choose(step, db)`` with the debiased estimate ``db`` after."""
+
+    warmup: str = "random"
+
+    def select(self, step: Step) -> Choice:
+        db = available(step)
+        if db is None:
+            return warmup_choice(step, self.warmup)
+        return self.choose(step, db)
+
+    def choose(self, step: Step, db) -> Choice:
+        raise NotImplementedError
