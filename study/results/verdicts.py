@@ -107,14 +107,18 @@ def verdict_table(out, studies=WARMUP_STUDIES, z: float = Z) -> pd.DataFrame:
     ValueError
         A study of ``studies`` is not stored under ``out``.
     """
-    tables = []
+    by_warmup = {}
     for study in studies:
         if not storage.parts(storage.dataset_dirs(out, study)["trajectory"]):
             raise ValueError(f"study {study!r} has no stored results under {out}; run jobs/baselines.py first")
-        table = winners(final_values(out, study), z)
-        warmup = study_warmup(out, study)
-        tables.append(table.rename(columns={c: f"{c}_{warmup}" for c in ("mean", "se", "leader", "diff",
-                                                                         "diff_se", "wins")}))
+        by_warmup[study_warmup(out, study)] = winners(final_values(out, study), z)
+    return combine(by_warmup)
+
+
+def combine(by_warmup: dict) -> pd.DataFrame:
+    """{warmup: :func:`winners` table} as one table, the columns suffixed by the warm-up."""
+    tables = [table.rename(columns={c: f"{c}_{warmup}" for c in ("mean", "se", "leader", "diff", "diff_se", "wins")})
+              for warmup, table in by_warmup.items()]
     merged = tables[0]
     for table in tables[1:]:
         merged = merged.merge(table, on=["setting", "metric", "method"], how="outer")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,13 @@ import pytest
 import study
 from study.policies import argmax_playable, uniform_neighbour
 from study.policies.checks import CHECKS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_example_policy_passes(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO))
+    assert study.check_policy("examples.my_policy:Boltzmann").passed
 
 
 @pytest.mark.parametrize("method", study.ALL_METHODS)
