@@ -22,7 +22,7 @@ itself, which the source allows when that maximises the score); the major item i
 larger X_t'theta_d (ties: the lower index; the source has no major item); w = sqrt(2 log(nT)),
 the width the paper's BT-UCB uses with the same intervals, in place of beta (a radius of a
 self-normalised martingale bound that does not transfer to the debiased Gaussian intervals; see
-docs/baselines.md).  Ties between edges go to the first in the sorted edge list.
+docs/baselines.md).  Ties between edges go to the first in ``graph.edges``.
 
 Before Phi is available there is no width: the source needs none (its ridge prior, lambda = 0.001,
 ``db.py:19``, gives Sigma_t^{-1} from t = 1, and its warm-up is switched off, ``db.py:77``, where the

@@ -11,7 +11,7 @@ from pathlib import Path
 from .errors import RECOVERY_COMMAND, StorageError, recovery_hint
 from .files import COMMITS
 from .storage import drop_damaged, verify
-from .verdicts import WARMUP_STUDIES, Z, write_verdicts
+from .verdicts import CLAIMS, WARMUP_STUDIES, Z, write_verdicts
 
 
 def _studies_in(out: Path) -> list:
@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     w.add_argument("--studies", nargs="+", default=list(WARMUP_STUDIES), metavar="STUDY",
                    help=f"the studies to compare, one per warm-up (default: {' '.join(WARMUP_STUDIES)})")
     w.add_argument("--z", type=float, default=Z, help=f"paired SEs a winner must lead by (default {Z:g})")
+    w.add_argument("--pairs", nargs="+", metavar="A:B", default=[f"{a}:{b}" for a, b in CLAIMS],
+                   help="pairs of methods to compare (default: the README's claims)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if not out.is_dir():
@@ -47,7 +49,10 @@ def main(argv=None) -> int:
             if missing:
                 print(f"error: {out} holds no study {missing} (run jobs/baselines.py first)", file=sys.stderr)
                 return 2
-            for path in write_verdicts(out, args.studies, args.z):
+            pairs = [tuple(p.split(":", 1)) for p in args.pairs]
+            if any(len(p) != 2 or not all(p) for p in pairs):
+                parser.error(f"--pairs takes METHOD:METHOD, got {args.pairs}")
+            for path in write_verdicts(out, args.studies, args.z, pairs):
                 print(f"wrote {path}")
             print((out / "verdicts.md").read_text())
             return 0

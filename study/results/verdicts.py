@@ -157,6 +157,49 @@ def verdicts(table: pd.DataFrame, z: float = Z) -> list:
     return lines
 
 
+# the README's claims about pairs of methods (python -m study.results verdicts --pairs A:B ...)
+CLAIMS = (("RB-UA", "RB"), ("TS", "ETA"), ("MaxPairUCB", "TS"), ("CoLSTIM", "CoLSTIM-rev"), ("CoLSTIM", "RB"),
+          ("MaxInP", "RB"), ("GURO", "MaxInP"))
+
+
+def pairwise(out, pairs=CLAIMS, studies=WARMUP_STUDIES, z: float = Z) -> pd.DataFrame:
+    """For each pair (a, b), setting and metric: the paired difference a - b with its SE under each
+    study's warm-up, and ``verdict``: ``"a < b"`` or ``"a > b"`` where it holds by more than ``z``
+    SEs under every warm-up, ``"depends on the warm-up"`` where it holds one way under one and not
+    under another, ``"not separated"`` otherwise.  Pairs with a method not stored are skipped."""
+    frames = {study_warmup(out, study): final_values(out, study) for study in studies}
+    rows = []
+    for a, b in pairs:
+        for setting in sorted(set.intersection(*(set(f["setting"]) for f in frames.values()))):
+            for metric in METRICS:
+                row = {"a": a, "b": b, "setting": setting, "metric": metric}
+                signs = {}
+                for warmup, frame in frames.items():
+                    sub = frame[frame["setting"] == setting]
+                    if not {a, b} <= set(sub["method"]):
+                        break
+                    d, se, _ = paired(sub, metric, a, b)
+                    row.update({f"diff_{warmup}": d, f"diff_se_{warmup}": se})
+                    signs[warmup] = 0 if not abs(d) > z * se else (1 if d > 0 else -1)
+                else:
+                    row["verdict"] = _pair_verdict(a, b, signs)
+                    rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _pair_verdict(a, b, signs: dict) -> str:
+    """The words for the signs {warmup: -1, 0, 1} of a - b (0: not separated)."""
+    relation = {-1: f"{a} < {b}", 1: f"{a} > {b}"}
+    values = set(signs.values())
+    if len(values) == 1:
+        return relation[values.pop()] if 0 not in values else "not separated"
+    if {-1, 1} <= values:
+        return "reversed by the warm-up: " + ", ".join(f"{relation[v]} under {w}" for w, v in signs.items() if v)
+    held = [w for w, v in signs.items() if v]
+    return (f"{relation[signs[held[0]]]} under {' and '.join(held)} only (not separated under "
+            f"{', '.join(w for w, v in signs.items() if not v)})")
+
+
 def warmup_steps(out, studies=WARMUP_STUDIES) -> pd.DataFrame:
     """Steps spent before Phi existed (``before_phi``) and R(T) (``regret``), per setting, method and
     study (mean and SE over replications), and ``dR``, ``dR_se``: the paired effect of the warm-up on
@@ -193,8 +236,10 @@ def _fmt(x, digits=3) -> str:
     return "--" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
 
 
-def to_markdown(table: pd.DataFrame, steps: pd.DataFrame, studies=WARMUP_STUDIES, z: float = Z) -> str:
-    """The verdicts, the full table of paired differences and the steps spent before Phi, as Markdown."""
+def to_markdown(table: pd.DataFrame, steps: pd.DataFrame, studies=WARMUP_STUDIES, z: float = Z,
+                claims: pd.DataFrame | None = None) -> str:
+    """The verdicts, the claims about pairs, the full table of paired differences and the steps
+    spent before Phi, as Markdown."""
     warmups = [c[len("leader_"):] for c in table.columns if c.startswith("leader_")]
     lines = ["# Verdicts of the baselines comparison", "",
              f"Studies {', '.join(studies)} (warm-ups {', '.join(warmups)}); paired differences over the same "
@@ -202,6 +247,15 @@ def to_markdown(table: pd.DataFrame, steps: pd.DataFrame, studies=WARMUP_STUDIES
              "a verdict is stated only where the same method wins under every warm-up.", "",
              "| setting | metric | verdict | per warm-up: leader, next, lead ± SE |", "|---|---|---|---|"]
     lines += [f"| {s} | {m} | {v} | {p} |" for s, m, v, p in verdicts(table, z)]
+    if claims is not None and len(claims):
+        lines += ["", f"## Pairs: a − b, paired, per warm-up (a verdict where it holds by {z:g} SE under every warm-up)", "",
+                  "| a − b | setting | metric | " + " | ".join(warmups) + " | verdict |",
+                  "|" + "---|" * (4 + len(warmups))]
+        for r in claims.to_dict("records"):
+            cells = [f"{r['a']} − {r['b']}", r["setting"], METRICS[r["metric"]]]
+            cells += [f"{r[f'diff_{w}']:+.3f} ± {_fmt(r[f'diff_se_{w}'])} ({_ratio(abs(r[f'diff_{w}']), r[f'diff_se_{w}'])})"
+                      for w in warmups]
+            lines.append("| " + " | ".join(cells + [r["verdict"]]) + " |")
     lines += ["", "## Every method: mean ± SE, and paired difference from the leader ± SE", ""]
     header = ["setting", "metric", "method"] + [f"{w}: mean" for w in warmups] + [f"{w}: − leader" for w in warmups]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -230,16 +284,17 @@ def to_markdown(table: pd.DataFrame, steps: pd.DataFrame, studies=WARMUP_STUDIES
     return "\n".join(lines) + "\n"
 
 
-def write_verdicts(out, studies=WARMUP_STUDIES, z: float = Z):
-    """Write OUT/verdicts.md and OUT/verdicts.csv (atomically); returns their paths, or () when a
-    study of ``studies`` is not stored under ``out``."""
+def write_verdicts(out, studies=WARMUP_STUDIES, z: float = Z, pairs=CLAIMS):
+    """Write OUT/verdicts.md and OUT/verdicts.csv (atomically; the csv holds :func:`verdict_table`);
+    returns their paths, or () when a study of ``studies`` is not stored under ``out``."""
     out = Path(out)
     stored = {name for name, _ in stored_studies(out)}
     if not set(studies) <= stored:
         return ()
     table = verdict_table(out, studies, z)
     steps = warmup_steps(out, studies)
+    claims = pairwise(out, pairs, studies, z)
     md, csv = out / "verdicts.md", out / "verdicts.csv"
-    storage.atomic_write_bytes(to_markdown(table, steps, studies, z).encode("utf-8"), md)
+    storage.atomic_write_bytes(to_markdown(table, steps, studies, z, claims).encode("utf-8"), md)
     storage.atomic_write_bytes(table.to_csv(index=False).encode("utf-8"), csv)
     return md, csv

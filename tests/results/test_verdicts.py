@@ -57,3 +57,13 @@ def test_results_stored_before_the_column_load_with_nulls():
             break
     else:
         raise AssertionError(f"no regret or baselines study in {STORE}")
+
+
+def test_pair_verdicts_by_sign():
+    assert V._pair_verdict("a", "b", {"random": -1, "greedy": -1}) == "a < b"
+    assert V._pair_verdict("a", "b", {"random": 1, "greedy": 1}) == "a > b"
+    assert V._pair_verdict("a", "b", {"random": 0, "greedy": 0}) == "not separated"
+    assert V._pair_verdict("a", "b", {"random": 1, "greedy": -1}) == \
+        "reversed by the warm-up: a > b under random, a < b under greedy"
+    assert V._pair_verdict("a", "b", {"random": 0, "greedy": -1}) == \
+        "a < b under greedy only (not separated under random)"

@@ -85,6 +85,7 @@ def test_baselines_job_runs_both_warmups_the_replay_and_writes_the_verdicts(ray_
     assert not greedy[greedy.method == "MaxInP"]["explored"].any()  # greedy ones
     text = (tmp_path / "verdicts.md").read_text()
     assert "| A | R(T) |" in text and "Steps spent before Φ" in text and "random: " in text and "greedy: " in text
+    assert "## Pairs" in text and "| RB-UA − RB | A | R(T) |" in text
     figures = {p.name for p in (tmp_path / "figures").glob("*.png")}
     assert {"baselines_random_A.png", "baselines_greedy_B.png", "llm_baselines_llm.png"} <= figures
 
