@@ -17,7 +17,7 @@ Then run it beside the paper's methods, from the repository root; ``PYTHONPATH=.
 ``examples`` importable in the driver and in the local Ray workers (a script's path does not
 include the working directory):
 
-    PYTHONPATH=. python jobs/regret.py --methods RB examples.my_policy:Boltzmann
+    PYTHONPATH=. python jobs/regret.py --methods RB examples.my_policy:Boltzmann --out outputs-mine
 
 In Python (from the repository root):
 
@@ -25,11 +25,11 @@ In Python (from the repository root):
     study.register_policy("boltzmann", Boltzmann)      # a short name, this process only
     study.run_replication("A", "boltzmann", seed=0)
 
-On a cluster, the module must import on every Ray worker, not only on the driver: submit the
-job with its working directory (``ray job submit --working-dir . -- python jobs/regret.py
---methods RB examples.my_policy:Boltzmann --out /abs/path``), or start Ray with
-``runtime_env={"working_dir": "."}`` (or ``{"py_modules": [...]}``), or ``pip install`` your package
-on every node.
+On a cluster, the module must import on every Ray worker, not only on the driver: ship it with
+``--py-modules examples`` (with ``--address``), submit the job with its working directory
+(``ray job submit --working-dir . -- python jobs/regret.py --methods RB
+examples.my_policy:Boltzmann --out /abs/path``), or ``pip install`` your package on every node
+(docs/cluster.md, tested with token authentication on).
 """
 from __future__ import annotations
 

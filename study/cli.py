@@ -3,12 +3,14 @@
     python jobs/regret.py   [common flags]        # or: python -m study.cli regret [flags]
     python jobs/coverage.py [common flags]
     python jobs/msweep.py   [common flags] [--m-values 1 10 20]
-    python jobs/paper.py    [common flags]        # all three studies, then figures and summary
+    python jobs/paper.py    [common flags]        # all three studies
+    python jobs/baselines.py [common flags]       # beyond the paper: the literature's baselines
     python jobs/figures.py  [--out DIR]           # redraw figures and summary from the Parquet
     python jobs/llm_ranking.py [common flags] [--arena | --judgments FILE] [--figures-only]
 
-Every flag is validated (settings resolved through ``Setting.replace``) before Ray is imported,
-so bad input fails in well under a second with exit status 2 and a one-line message.
+Every job ends with its figures (DIR/figures/) and the summary table (DIR/summary.{md,csv}) unless
+--no-figures.  Every flag is validated (settings resolved through ``Setting.replace``) before Ray is
+imported, so bad input fails in well under a second with exit status 2 and a one-line message.
 Exit status: 0 all replications stored, 1 some replication failed (or Ray could not be reached),
 2 bad usage, stored results of a different configuration, a damaged or unreadable stored file, or
 another run writing the same --out; 130 (SIGINT) or 143 (SIGTERM) interrupted, finished
@@ -26,14 +28,15 @@ from pathlib import Path
 
 from .core import _validate as check
 from .policies import ALL_METHODS
-from .results.figures import draw_all, replay_figures
+from .results.figures import draw_all, draw_study, replay_figures
 from .results.storage import StorageError, parts, dataset_dirs, study_lock
 from .results.summary import write_summary
 from .results.verdicts import write_verdicts
 from .runner import (BASELINE_STUDIES, DEFAULT_BASELINE_STUDIES, DEFAULT_SEED, STUDIES, STUDY_NAMES, WARMUP_STUDIES,
                      ConfigMismatch, RunOptions, check_stored, connect, make_plan, max_local_cpus, run_study)
 from .runner.panels import store_diagram_panels
-from .simulation.settings import SETTINGS, WARMUPS
+from .simulation.named import load_settings_file
+from .simulation.settings import BUILTIN_SETTINGS, WARMUPS
 
 DEFAULT_OUT = "outputs"
 INIT_TIMEOUT = 30.0  # seconds to join a cluster given with --address before giving up (exit 1)
@@ -47,9 +50,10 @@ Where it runs:
   inside `ray job submit`   the job's cluster (RAY_ADDRESS is set by Ray); --out must be absolute
 Rerunning the same command resumes: only replications missing from --out are computed; one run
 writes a given --out at a time; Ctrl-C stores every finished replication (docs/storage.md).
-The embedded Ray listens on 127.0.0.1 only.  Keep Ray's token authentication; RAY_AUTH_MODE=disabled
-lets anyone who reaches the cluster's ports run code as you (docs/cluster.md); if you disable it,
-do so for `ray start` and this command alike.
+The embedded Ray listens on 127.0.0.1 only and keeps Ray's token authentication.  Keep it on a
+cluster too: export RAY_AUTH_MODE=token (and have the cluster's token in ~/.ray/auth_token) in the
+shells of `ray start`, of this command and of `ray job submit`; RAY_AUTH_MODE=disabled lets anyone
+who reaches the cluster's ports run code as you (docs/cluster.md).
 """
 
 
@@ -154,13 +158,24 @@ def build_parser(study: str) -> argparse.ArgumentParser:
         parser.add_argument("--ridge", type=_non_negative_float, metavar="R",
                             help="with --judgments: ridge penalty of the BT fit of theta* on the whole file, for "
                                  "separable data (default: 0)")
+        parser.add_argument("--se", choices=("model", "sandwich"), default="model",
+                            help="standard errors of the uncertainty-aware ranking diagrams (llm, byo): model (the "
+                                 "paper's Phi_11, the default) or sandwich (robust: right when judgments have ties)")
         draw = parser.add_mutually_exclusive_group()
         draw.add_argument("--figures-only", action="store_true",
                           help="run nothing: redraw this study's figures from the stored results in --out")
         draw.add_argument("--no-figures", action="store_true", help="run the study, draw no figures")
     else:
-        parser.add_argument("--settings", nargs="+", metavar="NAME", choices=sorted(SETTINGS),
-                            help=f"settings to run (default: A B; choices: {' '.join(sorted(SETTINGS))})")
+        parser.add_argument("--settings", nargs="+", metavar="NAME",
+                            help=f"settings to run (default: A B): built in ({' '.join(sorted(BUILTIN_SETTINGS))}), "
+                                 "a name defined in --settings-file, or an import path 'package.module:NAME' of a "
+                                 "study.Setting; the name labels every output (docs/settings.md)")
+        parser.add_argument("--settings-file", metavar="FILE",
+                            help="a TOML or JSON file of named settings, one table per name (e.g. [B20] base = "
+                                 "\"B\" n_items = 20 dim = 20); its names can then be given to --settings")
+        parser.add_argument("--no-figures", action="store_true",
+                            help="run the studies, draw no figures and write no summary (jobs/figures.py draws "
+                                 "them later)")
     parser.add_argument("--methods", nargs="+", metavar="METHOD",
                         help=f"methods to run (default: {default_methods}); built in: {' '.join(ALL_METHODS)}; "
                              "or a policy of your own as 'package.module:Name' (importable here and on the Ray "
@@ -181,14 +196,19 @@ def build_parser(study: str) -> argparse.ArgumentParser:
               else "T, T0, M, p, alpha, gamma, c_lambda, tie_break, ci_every, init_var, warmup, ...")
     parser.add_argument("--set", dest="overrides", action="append", type=_set_pair, default=[],
                         metavar="KEY=VALUE",
-                        help="override a Setting field for every setting, e.g. --set T=60 --set T0=20 "
-                             f"(repeatable; fields: {fields})")
+                        help="override a Setting field for every setting (repeatable), e.g. a short horizon "
+                             "--set T=200 --set T0=80 (T0 stays 200, the paper's, unless set; every field: "
+                             f"docs/settings.md; here: {fields})")
     if study in ("msweep", "paper"):
         parser.add_argument("--m-values", nargs="+", type=_positive_int, metavar="M",
                             help="M-sweep grid for every setting (default: A: 1 10 20 30, B: 20 50 80)")
     parser.add_argument("--address", metavar="ADDR",
                         help="Ray cluster to join: 'auto', 'HOST:PORT' or 'ray://HOST:PORT' "
                              "(default: RAY_ADDRESS if set, else an embedded local Ray)")
+    parser.add_argument("--py-modules", nargs="+", metavar="DIR",
+                        help="packages (directories, or .whl files) to ship to the Ray workers, so that a policy "
+                             "of your own (--methods mypkg.module:Name) imports there; needed with --address when "
+                             "the workers do not have it installed (docs/cluster.md)")
     parser.add_argument("--num-cpus", type=_positive_int, metavar="K",
                         help="CPUs of the embedded local Ray (default: all)")
     parser.add_argument("--fresh", action="store_true",
@@ -197,6 +217,9 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=_positive_int, metavar="B",
                         help="replications per Ray task (default: automatic; never changes results)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the full traceback of every replication that fails in this run (they are "
+                             "stored either way: python -m study.results failures DIR)")
     if study == "paper":
         parser.add_argument("--studies", nargs="+", choices=list(STUDY_NAMES), default=list(STUDY_NAMES),
                             help="which studies to run (default: all three)")
@@ -235,6 +258,16 @@ def _check_out(parser, args):
             parser.error(f"--num-cpus {num_cpus} exceeds this machine's {max_local_cpus()} CPUs; an embedded "
                          "Ray would start that many worker processes (join a cluster with --address instead)")
     _check_writable(parser, out, args.out)
+    for module in getattr(args, "py_modules", None) or ():
+        path = Path(module).expanduser()
+        if not (path.is_dir() or (path.is_file() and path.suffix in (".whl", ".zip"))):
+            parser.error(f"--py-modules {module!r}: not a package directory or a .whl/.zip file")
+
+
+def _runtime_env(args):
+    """The Ray runtime environment asked for on the command line (None: Ray's default)."""
+    modules = getattr(args, "py_modules", None)
+    return {"py_modules": [str(Path(m).expanduser().resolve()) for m in modules]} if modules else None
 
 
 def _check_writable(parser, out: Path, given):
@@ -271,6 +304,11 @@ def make_plans(parser, args, studies, source=None, check=True):
     reps = QUICK_REPS if args.quick else args.reps
     if args.quick and args.reps is not None:
         parser.error("--quick and --reps are mutually exclusive")
+    if getattr(args, "settings_file", None) is not None:
+        try:
+            load_settings_file(args.settings_file)
+        except ValueError as exc:
+            parser.error(str(exc))
     plans = []
     for study in studies:
         own_settings = STUDIES[study].source is not None  # a replay: its settings come from its data
@@ -306,7 +344,7 @@ def _run_plans(plans, args, replicate=None) -> int:
         try:
             options = RunOptions(address=args.address, num_cpus=args.num_cpus, fresh=args.fresh,
                                  replicate=replicate, batch_size=args.batch_size, progress=not args.no_progress,
-                                 init_timeout=INIT_TIMEOUT)
+                                 init_timeout=INIT_TIMEOUT, runtime_env=_runtime_env(args))
             report = run_study(plan, args.out, options)
         except (ConfigMismatch, StorageError, ValueError) as exc:  # StorageError: damaged, locked
             print(f"error: {exc}", file=sys.stderr)
@@ -323,6 +361,10 @@ def _run_plans(plans, args, replicate=None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print(report.summary(), file=sys.stderr, flush=True)
+        if getattr(args, "verbose", False):
+            for failure in report.failures:
+                print(f"\n--- traceback of {failure['setting']}/{failure['method']}/M={failure['M']} "
+                      f"rep={failure['rep']}:\n{str(failure.get('traceback', '')).rstrip()}", file=sys.stderr)
         if report.signal:
             return report.exit_status
         status = max(status, report.exit_status)
@@ -334,7 +376,12 @@ def main(study: str, argv=None, *, replicate=None) -> int:
     parser = build_parser(study)
     args = parser.parse_args(argv)
     plans = make_plans(parser, args, [study])
-    return _run_plans(plans, args, replicate)
+    status = _run_plans(plans, args, replicate)
+    if status >= 2 or args.no_figures:  # 2: nothing ran; 130/143: interrupted (rerun resumes, then draws)
+        return status
+    if not parts(dataset_dirs(args.out, study)["trajectory"]):  # e.g. no cluster reached: nothing to draw
+        return status
+    return max(status, _draw(args.out, study))
 
 
 def main_paper(argv=None, *, replicate=None) -> int:
@@ -369,7 +416,7 @@ def _main_suite(name, argv, replicate) -> int:
         with study_lock(args.out, run_id=f"{name}-{uuid.uuid4().hex[:6]}"):  # one writer for the whole run
             try:
                 conn = connect(args.address, args.num_cpus, log=lambda m: print(m, file=sys.stderr),
-                               init_timeout=INIT_TIMEOUT)
+                               init_timeout=INIT_TIMEOUT, runtime_env=_runtime_env(args))
             except ConnectionError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1
@@ -379,7 +426,7 @@ def _main_suite(name, argv, replicate) -> int:
                 if conn.started_here:
                     import ray
                     ray.shutdown()
-            if status >= 2:
+            if status >= 2 or args.no_figures:
                 return status
             status = max(status, _draw(args.out))
             if name == "baselines":
@@ -392,15 +439,16 @@ def _main_suite(name, argv, replicate) -> int:
     return status
 
 
-def _draw(out) -> int:
+def _draw(out, study=None) -> int:
+    """The figures of ``study`` (of every stored study when None) and the summary of everything
+    stored under ``out``."""
     try:
-        written = draw_all(out)
+        written = draw_all(out) if study is None else draw_study(out, study)
         paths = write_summary(out)
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for path in written + list(paths):
-        print(f"wrote {path}", file=sys.stderr)
+    _report_written(written, paths)
     return 0
 
 
@@ -413,6 +461,17 @@ def _write_verdicts(out) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _report_written(figures, summary) -> None:
+    """One line for the figures (by stem: ``regret_A.{pdf,png}``) and one for the summary."""
+    stems = list(dict.fromkeys(Path(p).with_suffix("") for p in figures))
+    if stems:
+        folder = stems[0].parent
+        names = ", ".join(s.name for s in stems)
+        print(f"figures ({len(stems)}, .pdf and .png) in {folder}: {names}", file=sys.stderr)
+    if summary:
+        print(f"summary: {', '.join(str(p) for p in summary)}", file=sys.stderr)
 
 
 def build_figures_parser() -> argparse.ArgumentParser:
@@ -441,6 +500,9 @@ def main_llm(argv=None) -> int:
     study = "arena" if args.arena else ("byo" if args.judgments is not None else "llm")
     if study != "byo" and (args.dim is not None or args.ridge is not None):
         parser.error("--dim and --ridge apply to --judgments only")
+    if study == "arena" and args.se != "model":
+        parser.error("--se applies to the ranking diagrams of the llm and byo replays; the arena replay (129 models) "
+                     "draws none (robust CIs of the Arena ranking: docs/online.md)")
     if args.figures_only and args.fresh:
         parser.error("--figures-only and --fresh are mutually exclusive")
     source = None
@@ -458,18 +520,18 @@ def main_llm(argv=None) -> int:
         except StorageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return _draw_replay(args.out, plan, compute=same)
+        return _draw_replay(args.out, plan, compute=same, se=args.se)
     start = time.perf_counter()
     status = _run_plans([plan], args)
     if status >= 2 or args.no_figures:
         return status
-    status = max(status, _draw_replay(args.out, plan))
+    status = max(status, _draw_replay(args.out, plan, se=args.se))
     print(f"[{study}] finished in {time.perf_counter() - start:.1f} s; outputs in {Path(args.out).resolve()}",
           file=sys.stderr)
     return status
 
 
-def _draw_replay(out, plan, compute=True) -> int:
+def _draw_replay(out, plan, compute=True, se="model") -> int:
     """The replay's figures (with ``compute``, computing the ranking-diagram snapshots first if they
     are not stored for this configuration) and the summary table of everything under ``out``."""
     if not parts(dataset_dirs(out, plan.study)["trajectory"]):
@@ -479,7 +541,7 @@ def _draw_replay(out, plan, compute=True) -> int:
     status = 0
     try:
         if compute:
-            path = store_diagram_panels(out, plan, log=lambda m: print(m, file=sys.stderr, flush=True))
+            path = store_diagram_panels(out, plan, log=lambda m: print(m, file=sys.stderr, flush=True), se=se)
             if path is not None:
                 print(f"wrote {path}", file=sys.stderr)
         else:
@@ -489,12 +551,11 @@ def _draw_replay(out, plan, compute=True) -> int:
         print(f"error: the ranking-diagram replication failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         status = 1
     try:
-        written = replay_figures(out, plan.study) + list(write_summary(out))
+        figures, summary = replay_figures(out, plan.study), write_summary(out)
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for path in written:
-        print(f"wrote {path}", file=sys.stderr)
+    _report_written(figures, summary)
     return status
 
 

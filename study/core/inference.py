@@ -18,7 +18,9 @@ from scipy.linalg import LinAlgError, lapack
 from scipy.stats import norm
 
 from . import _validate as check
+from . import sandwich
 from .contrasts import from_reduced, to_reduced
+from .guards import check_fit_size, check_theta_for_debias
 from .likelihood import ComparisonData
 from .systems import cholesky, cholesky_solve, reduced_hessian
 
@@ -43,7 +45,10 @@ class DebiasResult:
     condition : float
         Condition number of C'HC (inf when singular).
     factor : ndarray or None
-        The upper Cholesky factor U of C'HC = U'U.
+        The upper Cholesky factor U of C'HC = U'U (for ``se_method="sandwich"``: U'U is the inverse
+        of the reduced sandwich covariance, :mod:`study.core.sandwich`).
+    se_method : str
+        Which covariance the methods give: ``"model"`` (Phi_11, the paper's) or ``"sandwich"``.
     """
 
     theta_d: np.ndarray
@@ -51,6 +56,7 @@ class DebiasResult:
     condition: float
     factor: np.ndarray | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    se_method: str = "model"
 
     def _nan(self, *shape) -> np.ndarray:
         return np.full(shape, np.nan)
@@ -185,15 +191,23 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
     return DebiasResult(theta_d=theta_d, available=True, condition=1.0 / rcond, factor=factor)
 
 
-def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:
+def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", rcond: float = RCOND) -> DebiasResult:
     """Lagrangian debiased estimator (paper eq. ``deb``) at ``theta`` for the given comparisons.
 
     Parameters
     ----------
     theta : array_like, shape (n_items, d)
-        The estimate to debias (rows summing to zero, e.g. from :func:`study.fit_btl`).
+        The estimate to debias (rows summing to zero, e.g. from :func:`study.fit_btl`; a theta off
+        the sum-zero space is refused, not re-centred).
     i, j, X, wins, m
         The comparisons, as in :func:`study.fit_btl`.
+    ties : array_like, shape (K,), optional
+        How many of row k's ``m`` comparisons were ties (already counted as half a win in
+        ``wins[k]``); used by ``se="sandwich"`` (default: none).
+    se : {"model", "sandwich"}
+        The covariance behind ``cov``, ``se`` and ``ci``: the paper's model-based Phi_11, or the
+        sandwich (robust) one of :mod:`study.core.sandwich`, for judgments that are not Bernoulli
+        draws (ties).  ``theta_d`` is the same.
     rcond : float
         Psi_t counts as singular when the reciprocal condition number of C'HC is below this.
 
@@ -201,12 +215,14 @@ def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:
     -------
     DebiasResult
         ``theta_d`` (n, d), ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``se``, ``phi11`` and
-        ``ci(level)``; ``available`` is False (arrays NaN) while the data do not identify theta.
+        ``ci(level)``; ``available`` is False (arrays NaN) while the data do not identify theta;
+        ``se_method`` says which covariance they are.
 
     Raises
     ------
     ValueError
-        Bad shapes or values, naming the argument.
+        Bad shapes or values, naming the argument (theta's shape against the comparisons'), a theta
+        whose rows do not sum to zero, or sizes out of reach (with the estimate).
 
     Examples
     --------
@@ -222,8 +238,13 @@ def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:
     """
     theta = check.finite_array("theta", theta, ndim=2)
     n_items, d = theta.shape
+    check_theta_for_debias(theta, i, j, X)  # issue 18: theta's shape named, off sum-zero refused
     i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
+    check_fit_size(n_items, d, i.size, "debias", factorisations=1)
     if X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} columns but theta has d={d}")
+    se = sandwich.check_se(se)
+    ties = sandwich.check_ties(ties, wins, m, needed=se == "sandwich")
     data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
-    return debias_data(data, theta, rcond=rcond)
+    result = debias_data(data, theta, rcond=rcond)
+    return result if se == "model" else sandwich.robust(result, theta, i, j, X, wins, m, ties)

@@ -45,7 +45,9 @@ from scipy.special import expit
 
 from . import _validate as check
 from .contrasts import from_reduced, to_reduced
+from .guards import check_fit_size
 from .likelihood import ComparisonData
+from .separation import nonconvergence_advice, refuse_if_separable
 from .systems import cholesky, factorize, reduced_hessian, reduced_weights
 
 TIE_BREAK_WEIGHT = 1e-4
@@ -425,12 +427,17 @@ def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0, radius: float | No
     Raises
     ------
     ValueError
-        Bad shapes or values (naming the argument), or sizes out of reach.
+        Bad shapes or values (naming the argument), or sizes out of reach (with the estimated
+        memory and time).
+    study.core.separation.SeparableData
+        (a ValueError) Without ``ridge`` or ``radius``, when the comparisons are separable: no
+        finite MLE exists (:mod:`study.core.separation`); pass a ridge or a radius.
 
     Warns
     -----
     RuntimeWarning
-        When the stopping rule is not reached (separable data: add a ridge or a radius).
+        When the stopping rule is not reached; the message tells badly scaled contexts (rescale X)
+        from nearly separable data (a ridge or a radius).
 
     Examples
     --------
@@ -447,6 +454,9 @@ def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0, radius: float | No
     ridge = check.real("ridge", ridge, low=0.0)
     if radius is not None:
         radius = check.real("radius", radius, low=0.0, low_open=True)
+    check_fit_size(n_items, X.shape[1], i.size, "fit_btl")  # issue 18: refusals before any work
+    if ridge == 0.0 and radius is None:
+        refuse_if_separable(i, j, X, wins, m, n_items)
     if tie_break not in ("min_norm", "nearest"):
         raise ValueError(f"tie_break must be 'min_norm' or 'nearest', got {tie_break!r}")
     d = X.shape[1]
@@ -461,6 +471,6 @@ def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0, radius: float | No
     data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
     result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol)
     if not result.converged:
-        warnings.warn(f"fit_btl did not reach its stopping rule (KKT residual {result.kkt_residual:.3g}); the "
-                      "data may be separable: add a ridge or a radius", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"fit_btl did not reach its stopping rule (KKT residual {result.kkt_residual:.3g}): "
+                      f"{nonconvergence_advice(X)}", RuntimeWarning, stacklevel=2)
     return result.theta

@@ -17,6 +17,7 @@ import numpy as np
 from scipy.special import expit
 
 from ..core.mle import fit_btl as core_fit_btl
+from ..core.separation import separating_direction  # one home: the core refuses separable data too
 
 __all__ = ["fit_btl", "newton_fit", "log_likelihood", "which_fitter", "separating_direction"]
 
@@ -104,38 +105,6 @@ def newton_fit(i, j, X, wins, m, n_items, *, ridge: float = 0.0, tol: float = 1e
             raise ValueError("the BTL MLE does not exist for these comparisons (estimates diverge: "
                              "the data are separable); use a ridge penalty")
     return theta - theta.mean(axis=0)
-
-
-def separating_direction(i, j, X, wins, m, n_items, *, tol: float = 1e-7):
-    """A direction along which the likelihood increases forever, or None when the MLE exists.
-
-    The (unpenalised) MLE is finite iff no v (modulo shifts) has s_k D_k'v >= 0 on every row
-    with one outcome only and D_k'v = 0 on rows with both outcomes (or ties), with some
-    inequality strict; D_k = (e_j - e_i) (x) x_k and s_k = +1 when j always won, -1 when i always
-    won.  Checked with one linear program (maximise sum_k s_k D_k'v over the box |v| <= 1).
-    """
-    from scipy.optimize import linprog
-
-    i, j, X, wins, m = _rows(i, j, X, wins, m, n_items)
-    n, d = int(n_items), X.shape[1]
-    D = np.zeros((len(i), n, d))
-    rows = np.arange(len(i))
-    D[rows, j] += X
-    D[rows, i] -= X
-    D = D.reshape(len(i), n * d)
-    only_j = wins >= m
-    only_i = wins <= 0
-    both = ~(only_j | only_i)
-    sign = np.where(only_j, 1.0, np.where(only_i, -1.0, 0.0))
-    A_ub = -(sign[~both, None] * D[~both]) if np.any(~both) else None
-    b_ub = np.zeros(int(np.sum(~both))) if np.any(~both) else None
-    A_eq = D[both] if np.any(both) else None
-    b_eq = np.zeros(int(np.sum(both))) if np.any(both) else None
-    c = -(sign[:, None] * D).sum(axis=0)
-    result = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=(-1, 1), method="highs")
-    if result.status == 0 and -result.fun > tol * max(1.0, float(np.abs(D).max())):
-        return result.x.reshape(n, d)
-    return None
 
 
 def which_fitter() -> str:

@@ -31,7 +31,6 @@ line is given too) and the column, e.g. ``row 3 (file line 4), column 'winner': 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import unicodedata
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._util import sha256_file
 from .btl import fit_btl, separating_direction
 from .environment import LLM_M, LLM_T, JudgmentReplay
 
@@ -256,7 +256,7 @@ def read_byo(path, *, dim: int = 10, ridge: float = 0.0, embedder=None) -> ByoDa
         raise ValueError(f"{path}: is a directory; give a CSV or Parquet file")
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = sha256_file(path)
     try:
         frame = read_judgments(path)
         inputs = replay_inputs(frame, dim=dim, embedder=embedder)

@@ -150,6 +150,16 @@ class ArenaVotes:
     def n_votes(self) -> int:
         return int(self.counts.sum())
 
+    def rows(self) -> dict:
+        """The votes as comparison rows, one per pair, for :func:`study.fit_btl` and :func:`study.debias`:
+        ``i``, ``j`` (the pair), ``X`` (ones: d = 1), ``wins`` (the second model's wins plus half the ties),
+        ``m`` (the pair's votes) and ``ties`` (both kinds), e.g.
+        ``study.debias(theta, **rows, se="sandwich")`` with ``rows = votes.rows()``."""
+        c = self.counts
+        ties = (c[:, 2] + c[:, 3]).astype(float)
+        return {"i": self.pairs[:, 0], "j": self.pairs[:, 1], "X": np.ones((len(c), 1)), "wins": c[:, 1] + 0.5 * ties,
+                "m": c.sum(axis=1).astype(float), "ties": ties}
+
 
 def load_arena() -> ArenaVotes:
     raw = _npz(ARENA_FILE)

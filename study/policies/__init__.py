@@ -29,6 +29,7 @@ from .maxfirst import MaxFirstUCBNext
 from .maxinp import MaxInP
 from .maxpair import MaxPairUCB
 from .paper import EpsilonGreedy, ucb_width
+from .provenance import UnhashablePolicy
 from .rb_ua import UncertaintyAwareRB
 from .registry import (ALL_METHODS, BASELINES, BUILTIN, METHODS, NEEDS_PHI, check_method, make_policy,
                        policy_provenance, register_policy, registered_policies, resolve_methods, resolve_policy,
@@ -40,6 +41,6 @@ __all__ = ["Choice", "Policy", "Step", "EpsilonGreedy", "DoubleThompson", "MaxIn
            "CoLSTIM", "GURO", "BALD", "UncertaintyAwareRB",
            "METHODS", "BASELINES", "ALL_METHODS", "BUILTIN", "NEEDS_PHI", "check_method", "register_policy",
            "unregister_policy", "registered_policies", "resolve_policy",
-           "resolve_methods", "make_policy", "policy_provenance", "policy_generator", "random_edge",
+           "resolve_methods", "make_policy", "policy_provenance", "UnhashablePolicy", "policy_generator", "random_edge",
            "uniform_neighbour", "argmax_playable", "argmax_neighbour", "available", "pick", "stable_int", "ucb_width",
            "greedy_step", "warmup_choice", "warmup_rule"]

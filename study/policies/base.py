@@ -15,12 +15,19 @@ name; never the global RNG, so results depend on neither the worker nor the orde
 """
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
 
-class Choice(NamedTuple):
+class _ChoiceFields(NamedTuple):
+    major: int
+    other: int
+    explored: bool = False
+
+
+class Choice(_ChoiceFields):
     """The pair to compare at one step.
 
     Attributes
@@ -31,11 +38,44 @@ class Choice(NamedTuple):
         Its opponent; (major, other) must be an edge of the graph.
     explored : bool
         Whether the step explored (recorded in the trajectory).
+
+    Raises
+    ------
+    TypeError
+        ``major`` or ``other`` is not an integer (a bool is not an item: ``Choice(True, False)``
+        is refused), or ``explored`` is not a bool.
     """
 
-    major: int
-    other: int
-    explored: bool = False
+    __slots__ = ()
+
+    def __new__(cls, major, other, explored=False):
+        return super().__new__(cls, item_index("major", major), item_index("other", other),
+                               _flag("explored", explored))
+
+
+def item_index(name: str, value) -> int:
+    """``value`` as an item index: an integer (Python or numpy), never a bool or a float."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Choice.{name} must be an integer item index, got the bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"Choice.{name} must be an integer item index, got {value!r}") from None
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Choice.{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def read_only(array) -> np.ndarray:
+    """A read-only view of a fresh copy of ``array``: a write raises ``ValueError`` ("assignment
+    destination is read-only"), and the flag cannot be set back (the view's base is read-only), so
+    whatever a policy does to what it is handed, the loop's own arrays are untouched."""
+    copy = np.array(array, copy=True)
+    copy.flags.writeable = False
+    return copy.view()
 
 
 class Step:
@@ -46,7 +86,7 @@ class Step:
     t : int
         The step, 1-based.
     x : ndarray, shape (d,)
-        The context X_t.
+        The context X_t (read-only: a copy; writing into it raises ``ValueError``).
     coin, edge, end, neighbour : float
         The step's shared uniforms in [0, 1) (common random numbers across methods).
     graph : study.simulation.graph.ComparisonGraph
@@ -56,32 +96,37 @@ class Step:
     rng : numpy.random.Generator
         The policy's private generator (never the global one).
     theta : ndarray, shape (n, d)
-        theta(t-1), the shared estimate (read-only).
+        theta(t-1), the shared estimate (read-only: a copy; writing into it raises ``ValueError``).
 
     Methods
     -------
     debiased()
-        The debiased estimate at theta(t-1) (:class:`study.DebiasResult`).
+        The debiased estimate at theta(t-1) (:class:`study.DebiasResult`; its arrays are read-only).
+
+    Notes
+    -----
+    Nothing a policy does to what a step hands it can change the environment, the estimator or
+    the stored results: ``x`` and ``theta`` are read-only copies (views of read-only arrays, whose
+    flag cannot be set back), the graph's arrays are read-only, and the loop hands
+    ``debiased()`` a read-only copy of the shared result.
     """
 
     __slots__ = ("t", "x", "coin", "edge", "end", "neighbour", "graph", "setting", "rng", "_theta", "_debias")
 
     def __init__(self, t, x, uniforms, graph, theta, debiased=None, *, rng=None, setting=None):
         self.t = int(t)
-        self.x = x
+        self.x = read_only(x)
         self.coin, self.edge, self.end, self.neighbour = (float(u) for u in uniforms)
         self.graph = graph
         self.setting = setting
         self.rng = rng
-        self._theta = theta
+        self._theta = read_only(theta)
         self._debias = debiased
 
     @property
     def theta(self) -> np.ndarray:
-        """theta(t-1), the shared estimate before this step's comparison (read-only view)."""
-        view = self._theta.view()
-        view.flags.writeable = False
-        return view
+        """theta(t-1), the shared estimate before this step's comparison (a read-only copy)."""
+        return self._theta
 
     def debiased(self):
         """The debiased estimate at theta(t-1) (:class:`study.DebiasResult`: ``available``,

@@ -3,8 +3,6 @@ paths ``"package.module:Name"``.  A name resolves to a *factory*: a class or cal
 the resolved :class:`study.Setting` and returns a policy (an object with ``select(step)``)."""
 from __future__ import annotations
 
-import functools
-import inspect
 from pathlib import Path
 
 from .._util import import_object, sha256_files
@@ -15,6 +13,7 @@ from .maxfirst import max_first_ucb_next
 from .maxinp import maxinp
 from .maxpair import max_pair_ucb
 from .paper import bt_ucb1, bt_ucb2, era, eta, rb
+from .provenance import UnhashablePolicy, hash_source
 from .rb_ua import rb_ua
 from .thompson import thompson
 
@@ -30,14 +29,18 @@ NEEDS_PHI = ("BT-UCB1", "BT-UCB2", "TS", "MaxInP", "MaxPairUCB", "MaxFirstUCBNex
              "GURO", "BALD")
 assert tuple(BUILTIN) == ALL_METHODS
 _REGISTERED: dict = {}
+_UNHASHABLE_ALLOWED: set = set()  # registered names whose source may go unhashed (the user opted in)
 
 
-def register_policy(name: str, factory, *, replace: bool = False):
+def register_policy(name: str, factory, *, replace: bool = False, allow_unhashable: bool = False):
     """Make ``name`` a method: ``factory(setting)`` must return a policy (``select(step) -> Choice``).
 
     Registration lives in this process only: a Ray worker resolves built-in names and import
     paths itself, while a registered factory reaches the workers through the engine (by value).
-    ``replace=True`` allows re-registering a name; built-in names cannot be taken.  Returns
+    ``replace=True`` allows re-registering a name; built-in names cannot be taken.  The runner
+    records a hash of the factory's source (:func:`policy_provenance`); a factory without source on
+    disk (a notebook cell) is refused there unless ``allow_unhashable=True``, which records it as
+    unhashable: a resume then cannot tell edited code from the stored results'.  Returns
     ``factory``."""
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         raise ValueError(f"a policy name must be a non-empty string without surrounding spaces, got {name!r}")
@@ -50,11 +53,15 @@ def register_policy(name: str, factory, *, replace: bool = False):
     if name in _REGISTERED and not replace and _REGISTERED[name] is not factory:
         raise ValueError(f"policy name {name!r} is already registered; pass replace=True to re-register it")
     _REGISTERED[name] = factory
+    _UNHASHABLE_ALLOWED.discard(name)
+    if allow_unhashable:
+        _UNHASHABLE_ALLOWED.add(name)
     return factory
 
 
 def unregister_policy(name: str) -> None:
     _REGISTERED.pop(name, None)
+    _UNHASHABLE_ALLOWED.discard(name)
 
 
 def registered_policies() -> dict:
@@ -114,23 +121,31 @@ def policy_provenance(name, factory=None) -> dict:
     """Where a method's code comes from, for a results fingerprint:
     ``{"method", "kind" ("builtin" | "registered" | "import"), "import_path" ("module:qualname", or
     None when the factory cannot be imported by name: a lambda, a local or ``__main__`` object),
-    "source_file", "source_sha256"}``.  For a built-in method the hash covers every module of
-    :mod:`study.policies`; otherwise the file that defines the factory (None if it has none)."""
+    "source_file", "source_sha256", "files", "state_sha256"}``.
+
+    For a built-in method the hash covers every module of :mod:`study.policies`.  For a user policy
+    it covers the modules of its package and the modules of its source tree that they import
+    (:mod:`study.policies.provenance`; ``files`` maps each to its SHA-256, so that a refused resume
+    can name the file that changed), and ``state_sha256`` the parameters of a callable instance or a
+    ``functools.partial``.  A factory without source on disk raises
+    :class:`study.policies.provenance.UnhashablePolicy` (a ``ValueError``), unless it was registered
+    with ``allow_unhashable=True``: its record then has ``"unhashable"`` (the reason) and no hash,
+    never a silent None."""
     factory = resolve_policy(name) if factory is None else factory
     kind = "builtin" if name in BUILTIN else ("import" if isinstance(name, str) and ":" in name else "registered")
-    target = factory.func if isinstance(factory, functools.partial) else factory
+    target = getattr(factory, "func", factory)
     module = getattr(target, "__module__", None)
     qualname = getattr(target, "__qualname__", None)
     importable = bool(module and qualname and module != "__main__" and "<" not in qualname)
+    record = {"method": name, "kind": kind, "import_path": f"{module}:{qualname}" if importable else None}
     if kind == "builtin":
         files = sorted(Path(__file__).resolve().parent.glob("*.py"))
-    else:
-        try:
-            files = [inspect.getsourcefile(target) or inspect.getfile(target)]
-        except (TypeError, OSError):
-            files = []
-        files = [f for f in files if f and Path(f).is_file()]
-    return {"method": name, "kind": kind,
-            "import_path": f"{module}:{qualname}" if importable else None,
-            "source_file": str(files[0]) if len(files) == 1 else (str(Path(__file__).resolve().parent) if files else None),
-            "source_sha256": sha256_files(files) if files else None}
+        return {**record, "source_file": str(Path(__file__).resolve().parent), "source_sha256": sha256_files(files),
+                "files": None, "state_sha256": None}
+    try:
+        return {**record, **hash_source(factory, name)}
+    except UnhashablePolicy as exc:
+        if name not in _UNHASHABLE_ALLOWED:
+            raise
+        return {**record, "source_file": None, "source_sha256": None, "files": None, "state_sha256": None,
+                "unhashable": str(exc)}

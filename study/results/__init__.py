@@ -7,7 +7,8 @@
     df = study.load("outputs", "regret")               # trajectories, one row per replication and step
     ci = study.load("outputs", "coverage", "intervals")
 """
-from .errors import DamagedPart, DuplicateKeys, StorageError, StudyLocked
+from .errors import DamagedPart, DuplicateKeys, PlantedLink, StorageError, StudyLocked, WriteFailed
 from .storage import load, stored_keys, verify
 
-__all__ = ["load", "stored_keys", "verify", "StorageError", "DamagedPart", "DuplicateKeys", "StudyLocked"]
+__all__ = ["load", "stored_keys", "verify", "StorageError", "DamagedPart", "DuplicateKeys", "StudyLocked",
+           "PlantedLink", "WriteFailed"]

@@ -1,7 +1,9 @@
-"""``python -m study.results verify OUT [STUDY ...]`` and ``python -m study.results drop-damaged OUT STUDY``:
-check a study directory's parts against their checksums, or set the damaged batches aside so that
-rerunning the study's command recomputes them.  ``python -m study.results verdicts OUT`` writes the
-verdict table of the baselines comparison (:mod:`.verdicts`) to OUT/verdicts.md and .csv."""
+"""``python -m study.results verify OUT [STUDY ...]``, ``python -m study.results drop-damaged OUT STUDY``
+and ``python -m study.results failures OUT [STUDY ...]``: check a study directory's parts against
+their checksums, set the damaged batches aside so that rerunning the study's command recomputes
+them, or print the stored tracebacks of failed replications.  ``python -m study.results verdicts
+OUT`` writes the verdict table of the baselines comparison (:mod:`.verdicts`) to OUT/verdicts.md
+and .csv."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +12,7 @@ from pathlib import Path
 
 from .errors import RECOVERY_COMMAND, StorageError, recovery_hint
 from .files import COMMITS
-from .storage import drop_damaged, verify
+from .storage import drop_damaged, load, verify
 from .verdicts import CLAIMS, WARMUP_STUDIES, Z, write_verdicts
 
 
@@ -39,6 +41,11 @@ def main(argv=None) -> int:
     w.add_argument("--z", type=float, default=Z, help=f"paired SEs a winner must lead by (default {Z:g})")
     w.add_argument("--pairs", nargs="+", metavar="A:B", default=[f"{a}:{b}" for a, b in CLAIMS],
                    help="pairs of methods to compare (default: the README's claims)")
+    f = sub.add_parser("failures", help="print the failed replications of every (or the named) study, with their "
+                                        "tracebacks (the next run of the study's command retries them)")
+    f.add_argument("out")
+    f.add_argument("studies", nargs="*")
+    f.add_argument("--limit", type=int, default=20, metavar="N", help="print at most N per study (default: 20)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if not out.is_dir():
@@ -56,6 +63,8 @@ def main(argv=None) -> int:
                 print(f"wrote {path}")
             print((out / "verdicts.md").read_text())
             return 0
+        if args.command == "failures":
+            return print_failures(out, args.studies or _studies_in(out), args.limit)
         if args.command == "drop-damaged":
             lost = drop_damaged(out, args.study)
             print(f"{args.study}: {lost} replications to recompute; rerun the study's command")
@@ -78,6 +87,22 @@ def main(argv=None) -> int:
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def print_failures(out: Path, studies, limit: int = 20) -> int:
+    """Print the stored failures of ``studies`` (each with its traceback); 0 if there are none, 1 otherwise."""
+    total = 0
+    for study in studies:
+        failures = load(out, study, "failures")
+        total += len(failures)
+        print(f"{study}: {len(failures)} failed replications" + ("" if len(failures) else ": none"))
+        for row in failures.head(max(limit, 0)).itertuples():
+            print(f"\n--- {row.setting}/{row.method}/M={row.M} rep={row.rep} seed={row.seed} (run {row.run_id}): "
+                  f"{row.error}")
+            print(str(row.traceback).rstrip())
+        if len(failures) > limit:
+            print(f"\n... and {len(failures) - limit} more (--limit N)")
+    return 1 if total else 0
 
 
 if __name__ == "__main__":

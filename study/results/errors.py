@@ -20,6 +20,15 @@ class StudyLocked(StorageError):
     """Another process holds the study directory's lock."""
 
 
+class PlantedLink(StorageError):
+    """A path of the study directory that must be a plain file or directory is a symbolic link
+    (or a hard link, or another kind of file): it is never followed, and the operation is refused."""
+
+
+class WriteFailed(StorageError):
+    """A file of the study directory cannot be written (a full disk, a lost permission, ...)."""
+
+
 def recovery_hint(out, study) -> str:
     return (f"run `{RECOVERY_COMMAND} drop-damaged {out} {study}`, then rerun the same command to "
             "recompute those replications")

@@ -21,28 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from ..llm.byo import safe_label
-from ..policies import ALL_METHODS as METHOD_ORDER  # the paper's five, then the baselines; others after
-from . import storage
+from . import curves, storage
 from .stored import stored_studies
-
-METHOD_STYLE = {
-    "RB": {"color": "#d62728", "lw": 2.2, "zorder": 5, "label": "RB (proposed)"},
-    "ERA": {"color": "#1f77b4", "lw": 1.5, "zorder": 4, "label": "ERA"},
-    "ETA": {"color": "#2ca02c", "lw": 1.5, "zorder": 3, "label": "ETA"},
-    "BT-UCB1": {"color": "#ff7f0e", "lw": 1.5, "zorder": 3, "ls": "--", "label": "BT-UCB1"},
-    "BT-UCB2": {"color": "#9467bd", "lw": 1.5, "zorder": 3, "ls": "--", "label": "BT-UCB2"},
-    # baselines from the dueling-bandit literature (docs/baselines.md): dotted / dash-dot
-    "TS": {"color": "#8c564b", "lw": 1.5, "zorder": 3, "ls": ":", "label": "TS (double Thompson)"},
-    "MaxInP": {"color": "#e377c2", "lw": 1.5, "zorder": 3, "ls": ":", "label": "MaxInP"},
-    "CoLSTIM": {"color": "#17becf", "lw": 1.5, "zorder": 3, "ls": ":", "label": "CoLSTIM"},
-    "CoLSTIM-rev": {"color": "#17becf", "lw": 1.2, "zorder": 3, "ls": "-.", "label": "CoLSTIM-rev (coin reversed)"},
-    "MaxPairUCB": {"color": "#bcbd22", "lw": 1.5, "zorder": 3, "ls": ":", "label": "MaxPairUCB"},
-    "MaxFirstUCBNext": {"color": "#bcbd22", "lw": 1.2, "zorder": 3, "ls": "-.", "label": "MaxFirstUCBNext"},
-    "GURO": {"color": "#393b79", "lw": 1.5, "zorder": 3, "ls": ":", "label": "GURO"},
-    "BALD": {"color": "#393b79", "lw": 1.2, "zorder": 3, "ls": "-.", "label": "BALD"},
-    "RB-UA": {"color": "#7f7f7f", "lw": 1.8, "zorder": 4, "ls": "-.", "label": "RB-UA (uncertainty-aware opponent)"},
-}
-
 
 def _plt():
     import matplotlib
@@ -82,33 +62,6 @@ def trajectory_stats(out, study):
     return stats
 
 
-def _methods_in(frame):
-    present = list(dict.fromkeys(frame["method"]))
-    return [m for m in METHOD_ORDER if m in present] + [m for m in present if m not in METHOD_ORDER]
-
-
-def _curve_panel(ax, frame, metric, ylabel, T0=None):
-    for method in _methods_in(frame):
-        sub = frame[frame["method"] == method].sort_values("t")
-        t = sub["t"].to_numpy()
-        mean = sub[f"{metric}_mean"].to_numpy()
-        se = sub[f"{metric}_se"].to_numpy()
-        style = dict(METHOD_STYLE.get(method, {"label": method}))
-        label = style.pop("label")
-        positive = mean > 0
-        ax.plot(t[positive], mean[positive], label=label, **style)
-        floor = np.nanmin(mean[positive]) / 10 if positive.any() else 1e-12
-        lo = np.clip(mean - 2 * se, floor, None)
-        ax.fill_between(t, lo, mean + 2 * se, color=style.get("color"), alpha=0.15, lw=0)
-    ax.set_yscale("log")
-    ax.set_xlabel("t")
-    ax.set_ylabel(ylabel)
-    if T0:
-        ax.axvline(T0, color="0.4", ls=":", lw=1)
-        ax.annotate(f"$T_0$={T0}", xy=(T0, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
-                    textcoords="offset points", fontsize=8, color="0.3")
-
-
 def _cell_groups(out, study, directory):
     """The figure directory, the curve statistics of a stored study and their per-(setting, M,
     T0, T) groups."""
@@ -118,29 +71,65 @@ def _cell_groups(out, study, directory):
     return directory, stats, groups
 
 
+def _setting_label(out, study, setting) -> str:
+    """"Setting A", with the user's overrides other than M, T0, T (shown anyway) and the CI grid."""
+    overrides = ((storage.read_manifest(out, study) or {}).get("overrides") or {})
+    shown = {k: v for k, v in overrides.items() if k not in ("M", "T0", "T", "ci_every", "ci_level")}
+    extra = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
+    return f"Setting {setting}" + (f" ({extra})" if extra else "")
+
+
+def _curves_figure(plt, frame, panels, *, title, caption="", T0=None, T=None):
+    """Small multiples of ``panels`` = [(metric, column title, y label)]: one row when the methods
+    fit in one panel, else one row per method family (:func:`study.results.curves.groups`); each
+    row's legend outside its panels; a caption with the hidden curves and the stage switch."""
+    methods = curves.method_order(frame["method"].unique())
+    rows = curves.groups(methods)
+    nrows, ncols = len(rows), len(panels)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols + 2.4, 3.3 * nrows + 0.9), sharex=True,
+                             sharey="col", squeeze=False)
+    hidden = {}
+    for r, (name, members) in enumerate(rows):
+        context = [m for m in methods if m not in members] if nrows > 1 else []
+        row_hidden = curves.hidden_curves(frame, members, metrics=[p[0] for p in panels])
+        hidden.update(row_hidden)
+        for c, (metric, column, ylabel) in enumerate(panels):
+            ax = axes[r][c]
+            curves.draw_panel(ax, frame, metric, members, context=context, T0=T0, T=T, hidden=row_hidden, everyone=methods,
+                              ylabel=(f"{name}\n" if name and c == 0 else "") + ylabel)
+            if r == 0:
+                ax.set_title(column)
+            if r < nrows - 1:
+                ax.set_xlabel("")
+        if name:
+            axes[r][0].yaxis.label.set_fontweight("bold")
+        curves.legend_outside(axes[r][-1])
+    fig.suptitle(title, fontsize=10)
+    note = " ".join(x for x in (curves.hidden_note(hidden), curves.STAGE_NOTE if T0 else "", caption) if x)
+    _caption(fig, note, width=int(15 * (4.4 * ncols + 2.4)))
+    return fig
+
+
+REGRET_PANELS = (("reg", "average regret R(t)", "R(t), log scale"),
+                 ("err", r"relative error $\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$",
+                  "relative error, log scale"))
+
+
 def regret_figures(out, study="regret", directory=None, *, label=None, stem=None, caption=None,
-                   legend_loc="best") -> list:
-    """One figure per setting: log R(t) and log relative error vs t.  ``label`` replaces "Setting
-    <S>" in the titles, ``stem`` the file name, ``caption`` adds a note under the panels."""
+                   legend_loc=None) -> list:
+    """One figure per setting: log R(t) and log relative error vs t, mean over replications with
+    +/- 2 Monte Carlo SE bands, small multiples by method family when there are many methods.
+    ``label`` replaces "Setting <S>" in the title, ``stem`` the file name, ``caption`` adds a note
+    under the panels (``legend_loc`` is accepted for compatibility; legends sit outside)."""
     plt = _plt()
     directory, stats, groups = _cell_groups(out, study, directory)
     paths = []
     for (setting, M, T0, T), frame in groups:
         n = int(frame["n"].max())
-        name = label or f"Setting {setting}"
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8 + (0.6 if caption else 0)))
-        _curve_panel(axes[0], frame, "reg", "average regret R(t) (log scale)", T0)
-        _curve_panel(axes[1], frame, "err", "relative error (log scale)", T0)
-        axes[0].set_title(f"{name}: regret" if label is None else "average regret R(t)")
-        axes[1].set_title((f"{name}: " if label is None else "relative error ")
-                          + r"$\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$")
-        axes[0].legend(loc=legend_loc, fontsize=8, framealpha=0.9)
-        fig.suptitle(f"{name} (M={M}, T0={T0}, T={T}); mean over {n} replications, "
-                     f"bands = $\\pm$2 MC SE", fontsize=10)
-        if caption:
-            _caption(fig, caption)
-        else:
-            fig.tight_layout()
+        name = label or _setting_label(out, study, setting)
+        fig = _curves_figure(plt, frame, REGRET_PANELS, T0=T0, T=T, caption=caption or "",
+                             title=f"{name} (M={M}, T0={T0}, T={T}): {frame['method'].nunique()} methods, mean over "
+                                   f"{n} replications, bands = $\\pm$2 MC SE")
         suffix = "" if study == "regret" else f"_{study}"
         paths += _save(fig, directory, stem or f"regret_{setting}{suffix}")
         plt.close(fig)
@@ -150,25 +139,20 @@ def regret_figures(out, study="regret", directory=None, *, label=None, stem=None
 def baselines_figures(out, study="baselines", directory=None) -> list:
     """One figure per setting: R(t) (the major item's regret, the paper's), the pair's regret (the
     dueling literature's: the mean regret of both compared items) and the relative error, all
-    methods, +/- 2 Monte Carlo SE bands."""
+    methods, +/- 2 Monte Carlo SE bands; small multiples by method family."""
     plt = _plt()
     directory, stats, groups = _cell_groups(out, study, directory)
     replay = bool(((storage.read_manifest(out, study) or {}).get("fingerprint") or {}).get("replay"))
+    panels = (("reg", "regret of the major item (the paper's)", "R(t), log scale"),
+              ("pair", "regret of the pair: mean of both items", "pair regret, log scale"),
+              ("err", r"$\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$", "relative error, log scale"))
     paths = []
     for (setting, M, T0, T), frame in groups:
         n = int(frame["n"].max())
-        name = "LLM replay (GENERATED judgments)" if replay else f"Setting {setting}"
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-        _curve_panel(axes[0], frame, "reg", "average regret R(t) (log scale)", T0)
-        _curve_panel(axes[1], frame, "pair", "average pair regret (log scale)", T0)
-        _curve_panel(axes[2], frame, "err", "relative error (log scale)", T0)
-        axes[0].set_title("regret of the major item (the paper's)")
-        axes[1].set_title("regret of the pair: mean of both items")
-        axes[2].set_title(r"$\max_i\|\hat\theta_i(t)-\theta^*_i\| / \max_i\|\theta^*_i\|$")
-        axes[0].legend(loc="best", fontsize=7, framealpha=0.9)
-        fig.suptitle(f"{name} (M={M}, T0={T0}, T={T}): {frame['method'].nunique()} methods, mean over {n} replications, "
-                     f"bands = $\\pm$2 MC SE", fontsize=10)
-        fig.tight_layout()
+        name = "LLM replay (GENERATED judgments)" if replay else _setting_label(out, study, setting)
+        fig = _curves_figure(plt, frame, panels, T0=T0, T=T,
+                             title=f"{name} (M={M}, T0={T0}, T={T}): {frame['method'].nunique()} methods, mean over "
+                                   f"{n} replications, bands = $\\pm$2 MC SE")
         paths += _save(fig, directory, f"{study}_{setting}")
         plt.close(fig)
     return paths
@@ -192,11 +176,8 @@ def msweep_figures(out, study="msweep", directory=None) -> list:
         n = int(frame["n"].max())
         for metric, prefix, ylabel in (("reg", "reg", "average regret R(t) (log scale)"),
                                        ("err", "err", "relative estimation error (log scale)")):
-            fig, ax = plt.subplots(figsize=(5.2, 3.8))
-            _curve_panel(ax, frame, metric, ylabel, T0)
-            ax.set_title(f"Setting {setting}, M={M} ({n} reps)")
-            ax.legend(loc="best", fontsize=8, framealpha=0.9)
-            fig.tight_layout()
+            fig = _curves_figure(plt, frame, ((metric, "", ylabel),), T0=T0, T=T,
+                                 title=f"{_setting_label(out, study, setting)}, M={M} ({n} reps)")
             paths += _save(fig, directory, f"{prefix}_setting_{setting}_T0_{T0}_T_{T}_M_{M}")
             plt.close(fig)
     final = stats[stats["t"] == stats["T"]]
@@ -204,26 +185,26 @@ def msweep_figures(out, study="msweep", directory=None) -> list:
         if frame["M"].nunique() < 2:
             continue
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        methods = curves.method_order(frame["method"].unique())
         for ax, metric, ylabel in ((axes[0], "reg", "final R(T)"), (axes[1], "err", "final relative error")):
-            methods = _methods_in(frame)
-            for k, method in enumerate(methods):
+            for k, (method, style) in enumerate(curves.styles(methods).items()):
                 sub = frame[frame["method"] == method].sort_values("M")
-                style = dict(METHOD_STYLE.get(method, {"label": method}))
-                label = style.pop("label")
+                style = dict(style)
                 style.pop("zorder", None)
                 dodge = 1.0 + 0.03 * (k - (len(methods) - 1) / 2)  # side by side, not on top
-                ax.errorbar(sub["M"] * dodge, sub[f"{metric}_mean"], yerr=2 * sub[f"{metric}_se"], marker="o",
-                            ms=4, capsize=3, label=label, **style)
+                ax.errorbar(sub["M"] * dodge, sub[f"{metric}_mean"], yerr=2 * sub[f"{metric}_se"], ms=4, capsize=3,
+                            **style)
             ax.set_xscale("log")
-            ax.set_yscale("log")
+            curves.log_axis(ax)
             ax.set_xticks(sorted(frame["M"].unique()))
             ax.set_xticklabels([str(m) for m in sorted(frame["M"].unique())])
             from matplotlib.ticker import NullLocator
             ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xlabel("M (comparisons per step)")
             ax.set_ylabel(ylabel + " (log)")
-        axes[0].legend(fontsize=8)
-        fig.suptitle(f"Setting {setting}: value at t=T against M (mean $\\pm$2 MC SE)", fontsize=10)
+        curves.legend_outside(axes[1])
+        fig.suptitle(f"{_setting_label(out, study, setting)}: value at t=T against M (mean $\\pm$2 MC SE)",
+                     fontsize=10)
         fig.tight_layout()
         paths += _save(fig, directory, f"msweep_{setting}")
         plt.close(fig)
@@ -297,13 +278,19 @@ def coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
                    Line2D([], [], marker="o", ls="", color="0.6", ms=4, label="min / max across dims"),
                    Line2D([], [], ls="--", color="k", label=f"nominal {level:g}"),
                    Patch(color="#9ecae1", alpha=0.6, label=f"Wilson 95% band, n={n_reps}")]
-        fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False,
-                   bbox_to_anchor=(0.5, -0.01))
         total = len({k for k in stored if k[:3] == (setting, method, M)})
-        with_ci = f"{n_reps} replications" if n_reps == total else f"{n_reps} of {total} replications have a CI"
-        fig.suptitle(f"Coverage of the {level:.0%} debiased CIs, Setting {setting}, {method}, M={M} "
-                     f"({with_ci}; shown where >= 90% of them do)", fontsize=10)
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        with_ci = "" if n_reps == total else f" ({total - n_reps} of {total} never have one)"
+        first = int(frame["t"].min())
+        fig.suptitle(f"Coverage of the {level:.0%} debiased CIs ({SE_TEXT['model']}): "
+                     f"{_setting_label(out, study, setting)}, {method}, M={M}, {total} replications", fontsize=10)
+        _caption(fig, f"Each panel is one item. At each time t of the grid: the fraction of replications whose CI "
+                      f"of θ*_ik covers the truth, averaged over the item's d dimensions (black; grey: the lowest "
+                      f"and highest dimension). A CI exists once Ψ_t is invertible; a time is shown once at least "
+                      f"90% of the {n_reps} replications with CIs{with_ci} have one (from t = {first} here). The band: "
+                      f"where 95% of the empirical CPs of {n_reps} replications fall if the true coverage is "
+                      f"{level:g} (Wilson).", width=150)
+        fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
         stem = f"coverage_{setting}" + ("" if method == "RB" else f"_{method}")
         paths += _save(fig, directory, stem)
         plt.close(fig)
@@ -322,7 +309,9 @@ REPLAY_TEXT = {
                     "their all-MiniLM-L6-v2 embeddings (x = (1, 9 principal components)) are real. The judgments "
                     "are GENERATED from a contextual BTL whose overall strengths are fitted to real Chatbot Arena "
                     "votes; they stand in for the paper's GPT-4 judgments. theta* = BT MLE on the whole generated "
-                    "pool."),
+                    "pool. The error drops at T0: with one judgment per step, single comparisons are separable and "
+                    "the stage-1 constrained MLE sits on the boundary of its gamma-ball, where the stage-2 ridge MLE "
+                    "does not."),
     },
     "arena": {
         "label": "Chatbot Arena replay",
@@ -338,6 +327,8 @@ REPLAY_TEXT = {
 }
 
 DIAGRAMS_FILE = "_diagrams.npz"
+# Every interval states its standard errors (the coverage studies' are always the model-based ones).
+SE_TEXT = {"model": "model-based SE: the paper's Phi_11(t)", "sandwich": "sandwich SE: robust to ties"}
 MAX_DIAGRAM_MODELS = 12  # more models than this make an unreadable diagram (the arena has 129)
 
 
@@ -357,7 +348,8 @@ def load_diagram_panels(out, study):
         point = {t: z["point"][k] for k, t in enumerate(times)}
         ci = {t: ((z["theta_d"][k], z["phi11"][k]) if z["has_ci"][k] else None) for k, t in enumerate(times)}
         info = {"contexts": z["contexts"], "labels": [safe_label(x) for x in z["labels"]], "method": str(z["method"]),
-                "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"])}
+                "seed": int(z["seed"]), "T": int(z["T"]), "T0": int(z["T0"]), "M": int(z["M"]),
+                "se_method": str(z["se_method"]) if "se_method" in z.files else "model"}
     return point, ci, info
 
 
@@ -385,12 +377,14 @@ def replay_figures(out, study, directory=None) -> list:
              if max(times) <= info["T0"] else f"T0 = {info['T0']}")
     where = f"{info['method']} replication (seed {info['seed']}, {stage})"
     common = (f"An arrow i -> j: {{rule}} for more than 95% of the {n_q} question contexts x. Transitive "
-              f"reduction; best at the top. One {where}. ")
+              f"reduction; best at the top. The height encodes only the arrows (a model sits one level below the "
+              f"lowest model that beats it); within a level, and in the grey band of models no arrow touches, the "
+              f"order is alphabetical and means nothing. One {where}. ")
     for uncertainty, suffix, rule, title in (
             (False, "diagrams", "model i's score x'theta_i(t) exceeds model j's",
              "Ranking diagrams from the estimate theta(t)"),
             (True, "diagrams_ci", "the 95% CI of x'(theta_i - theta_j), from the debiased estimate and the full "
-                                  "covariance Phi_11(t), lies above 0",
+                                  f"covariance ({SE_TEXT[info['se_method']]}), lies above 0",
              "Uncertainty-aware ranking diagrams (95% CIs)")):
         panels = ci if uncertainty else point
         fig, _ = plot_ranking_diagrams(panels, info["contexts"], info["labels"], uncertainty=uncertainty,
@@ -406,6 +400,15 @@ FIGURES = {"regret": lambda out, study: regret_figures(out, study),
            "msweep": lambda out, study: msweep_figures(out, study),
            "replay": lambda out, study: replay_figures(out, study),
            "baselines": lambda out, study: baselines_figures(out, study)}
+
+
+def draw_study(out, study) -> list:
+    """The figures of one stored study (by the figure family its manifest names); the paths written."""
+    for name, kind in stored_studies(out):
+        dirs = storage.dataset_dirs(out, name)
+        if name == study and kind in FIGURES and (storage.parts(dirs["trajectory"]) or storage.parts(dirs["intervals"])):
+            return FIGURES[kind](out, name)
+    return []
 
 
 def draw_all(out) -> list:

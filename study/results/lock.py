@@ -5,6 +5,10 @@ whole run: a second writer is refused with :class:`StudyLocked`, which names the
 the file.  The kernel releases the lock when the holder dies, however it dies; on NFS the lock goes
 through the server's lock manager (lockd/NLM, or NFSv4 state), which releases it when the client's
 lease expires.
+
+The lock file is opened with ``O_NOFOLLOW`` and must be a regular file with a single link: a
+symbolic or hard link planted as ``_study.lock`` is refused (:class:`PlantedLink`, naming it)
+before anything is written, so the lock never truncates a file elsewhere.
 """
 from __future__ import annotations
 
@@ -14,11 +18,12 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
 
-from .errors import StorageError, StudyLocked
+from .errors import PlantedLink, StorageError, StudyLocked
 
 LOCK_NAME = "_study.lock"
 _HELD: dict = {}  # lock path -> [fd, depth]: POSIX locks are per process, so never reopen a held one
@@ -26,6 +31,38 @@ _HELD: dict = {}  # lock path -> [fd, depth]: POSIX locks are per process, so ne
 
 def lock_path(out) -> Path:
     return Path(out) / LOCK_NAME
+
+
+def _held_key(out) -> str:
+    """The key of a held lock: the resolved directory (``--out`` may be a link) and the lock's own
+    name, never resolved (it is never followed)."""
+    return str(Path(out).resolve() / LOCK_NAME)
+
+
+def _refuse_planted(path: Path, why: str):
+    raise PlantedLink(f"{path} is {why}; the study lock is never followed or shared (a planted link would make "
+                      "this run truncate another file): remove it and rerun")
+
+
+def _open_lock_file(path: Path, out: Path) -> int:
+    """A descriptor of the lock file, created if missing; never through a link."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            try:
+                target = f" (to {os.readlink(path)})"
+            except OSError:
+                target = ""
+            _refuse_planted(path, f"a symbolic link{target}")
+        raise StorageError(f"{path}: cannot create the study lock ({exc.strerror}); is "
+                           f"{out} writable?") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        _refuse_planted(path, "not a regular file" if not stat.S_ISREG(st.st_mode) else
+                        f"a hard link ({st.st_nlink} names share its contents)")
+    return fd
 
 
 def describe_holder(path: Path) -> str:
@@ -54,7 +91,7 @@ class study_lock:
 
     def __init__(self, out, run_id: str = "", argv=None):
         self.out = Path(out)
-        self.path = lock_path(self.out).resolve() if self.out.exists() else lock_path(self.out)
+        self.path = Path(_held_key(self.out)) if self.out.exists() else lock_path(self.out)
         self.run_id = run_id
         self.argv = list(sys.argv if argv is None else argv)
 
@@ -63,16 +100,12 @@ class study_lock:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"{self.out}: cannot create the output directory ({exc.strerror})") from None
-        self.path = lock_path(self.out).resolve()
-        key = str(self.path)
+        key = _held_key(self.out)
+        self.path = Path(key)
         if key in _HELD:
             _HELD[key][1] += 1
             return self
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StorageError(f"{self.path}: cannot create the study lock ({exc.strerror}); is "
-                               f"{self.out} writable?") from None
+        fd = _open_lock_file(self.path, self.out)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -108,4 +141,4 @@ class study_lock:
 
 
 def holds_lock(out) -> bool:
-    return str(lock_path(out).resolve()) in _HELD
+    return _held_key(out) in _HELD

@@ -23,10 +23,17 @@ the part and its record) is deleted by the next writer.  Every read verifies eac
 record (:class:`DamagedPart` names the file and the recovery command) and checks that no key is
 stored twice (:class:`DuplicateKeys` names both files).
 
+**Crafted files and planted links.** A record is untrusted input (:mod:`.records`): it may name only
+its own batch's parts (a plain ``part-*.parquet`` name in a dataset directory of its study), and a
+part must hold exactly the replications its record lists; anything else is damage, reported and
+never followed, moved or deleted.  The lock file, the dataset directories, ``_commits/``,
+``_damaged/`` and the manifest are never followed through links (:func:`.files.check_no_links`,
+``O_NOFOLLOW``): a planted link is refused naming it, before anything is written or removed.
+
 **Recovery.** ``python -m study.results verify OUT [STUDY ...]`` checks every part;
-``python -m study.results drop-damaged OUT STUDY`` moves the damaged parts (and the other parts and
-the record of the same batch) to ``out/<study>/_damaged/``; rerunning the study's command then
-recomputes exactly those replications.
+``python -m study.results drop-damaged OUT STUDY`` moves the damaged batches (each record with its
+own batch's parts, also when the record itself is unreadable) to ``out/<study>/_damaged/``;
+rerunning the study's command then recomputes exactly those replications.
 """
 from __future__ import annotations
 
@@ -38,10 +45,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._util import sha256_file
-from .errors import DamagedPart, DuplicateKeys, StorageError, StudyLocked, recovery_hint
-from .files import (COMMITS, DAMAGED, atomic_write_bytes, atomic_write_json, atomic_write_table, commits_dir,
-                    dataset_dirs, manifest_path, parts, read_manifest, write_manifest)
+from . import records
+from .errors import DamagedPart, DuplicateKeys, PlantedLink, StorageError, StudyLocked, WriteFailed, recovery_hint
+from .files import (COMMITS, DAMAGED, atomic_write_bytes, atomic_write_json, atomic_write_table, check_no_links,
+                    commits_dir, dataset_dirs, make_dir, manifest_path, parts, read_manifest, write_manifest)
 from .lock import LOCK_NAME, describe_holder, holds_lock, lock_path, study_lock
 from .schema import FAILURE_SCHEMA, INTERVAL_SCHEMA, KEY_COLUMNS, SCHEMAS, STORAGE_FORMAT, TRAJECTORY_SCHEMA
 
@@ -57,107 +64,100 @@ def commit_batch(out, study, name: str, tables: dict, failed: list, run_id: str,
     """Write one batch: its parts (intervals, failures, trajectories) and then its commit record.
 
     ``tables`` maps a dataset name to a ``pa.Table`` (empty ones are skipped); ``failed`` lists the
-    keys of the failures table.  Returns the record."""
+    keys of the failures table.  Returns the record.  Raises :class:`PlantedLink` if a directory of
+    the study is a link and :class:`WriteFailed` (one line, naming the file) if a file cannot be
+    written."""
+    if not records.PART_NAME.fullmatch(name):
+        raise ValueError(f"a batch is named part-<run>-<n>.parquet, got {name!r}")
+    check_no_links(out, study)
     dirs = dataset_dirs(out, study)
     files = {}
     for what in ("intervals", "failures", "trajectory"):
         table = tables.get(what)
         if table is not None and table.num_rows:
-            dirs[what].mkdir(parents=True, exist_ok=True)
+            make_dir(dirs[what])
             files[what] = atomic_write_table(table, dirs[what] / name)
     keys = _commit_keys(tables["trajectory"]) if "trajectory" in files else []
     record = {"format": STORAGE_FORMAT, "name": name, "run_id": run_id,
               "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
               "files": files, "keys": [list(k) for k in keys],
               "failed_keys": [list(k) for k in sorted(set(map(tuple, failed)))], **extra}
-    commits_dir(out, study).mkdir(parents=True, exist_ok=True)
+    make_dir(commits_dir(out, study))
     atomic_write_json(record, commits_dir(out, study) / (Path(name).stem + ".json"))
     return record
 
 
-def read_commits(out, study) -> list:
-    """[(record path, record)] of ``study``, in name order; an unreadable record is a
-    :class:`DamagedPart`."""
+def _record_paths(out, study) -> list:
     directory = commits_dir(out, study)
-    if not directory.is_dir():
+    if directory.is_symlink() or not directory.is_dir():
         return []
+    return sorted(directory.glob("part-*.json"))
+
+
+def read_commits(out, study) -> list:
+    """[(record path, record)] of ``study``, in name order; an unreadable or malformed record is a
+    :class:`DamagedPart` (naming it)."""
+    check_no_links(out, study)
     result = []
-    for path in sorted(directory.glob("part-*.json")):
-        try:
-            record = json.loads(path.read_text())
-            if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
-                raise ValueError("not a commit record")
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise DamagedPart(f"{path}: unreadable commit record ({exc}); {recovery_hint(out, study)}") from None
+    for path in _record_paths(out, study):
+        record, problem = records.read_record(path)
+        if problem:
+            raise DamagedPart(f"{path}: {problem}; {recovery_hint(out, study)}")
         result.append((path, record))
     return result
-
-
-_VERIFIED: dict = {}  # (path, size, mtime_ns, ctime_ns, inode) -> sha256, so one process hashes a file once
-
-
-def _check_file(path: Path, info: dict):
-    """None if ``path`` matches its record, else the reason."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return "missing"
-    if st.st_size != info.get("bytes"):
-        return f"size {st.st_size} bytes, recorded {info.get('bytes')}"
-    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    digest = _VERIFIED.get(key)
-    if digest is None:
-        digest = sha256_file(path)
-    if digest != info.get("sha256"):
-        return "SHA-256 differs from the one recorded when it was written"
-    _VERIFIED[key] = digest
-    return None
 
 
 def verify(out, study) -> dict:
     """Check every committed part of ``study`` against its record.
 
     Returns ``{"commits", "replications", "damaged": [(file, reason, record, n_keys)],
-    "duplicates": [(key, file, file)], "uncommitted": [file]}`` and never raises for damage."""
+    "duplicates": [(key, file, file)], "uncommitted": [file]}`` and never raises for damage: an
+    unreadable record, a record naming anything but its own batch's parts (never followed), a part
+    that is missing, a link, of another size or checksum, or that holds other replications than
+    its record lists.  Raises :class:`PlantedLink` if a directory of the study is a link."""
+    check_no_links(out, study)
     dirs = dataset_dirs(out, study)
     damaged, duplicates, seen, listed = [], [], {}, set()
-    try:
-        records = read_commits(out, study)
-    except DamagedPart as exc:
-        return {"commits": 0, "replications": 0, "damaged": [(None, str(exc), None, 0)], "duplicates": [],
-                "uncommitted": []}
-    n_keys = 0
-    for rpath, record in records:
+    own_names = set()  # every part name a record (readable or not) accounts for
+    n_keys = n_commits = 0
+    for rpath in _record_paths(out, study):
+        own_names.add(records.expected_name(rpath))
+        record, problem = records.read_record(rpath)
+        if problem:
+            damaged.append((rpath, problem, rpath, 0))
+            continue
+        n_commits += 1
+        n = len(record.get("keys", []))
         for what, info in record["files"].items():
-            if what not in dirs or not isinstance(info, dict):
-                damaged.append((rpath, f"unknown dataset {what!r}", rpath, len(record.get("keys", []))))
+            problem = records.name_problem(rpath, what, info)
+            if problem:
+                damaged.append((rpath, problem, rpath, n))
                 continue
-            path = dirs[what] / str(info.get("file"))
+            path = dirs[what] / info["file"]
             listed.add(path)
-            reason = _check_file(path, info)
+            reason = records.check_part(path, info, what, study, record)
             if reason:
-                damaged.append((path, reason, rpath, len(record.get("keys", []))))
-        part = dirs["trajectory"] / str(record["files"].get("trajectory", {}).get("file"))
+                damaged.append((path, reason, rpath, n))
+        part = dirs["trajectory"] / records.expected_name(rpath)
         for key in record.get("keys", []):
             key = tuple(key)
             if key in seen:
                 duplicates.append((key, seen[key], part))
             else:
                 seen[key] = part
-        n_keys += len(record.get("keys", []))
-    uncommitted = [p for d in dirs.values() for p in parts(d) if p not in listed]
-    return {"commits": len(records), "replications": n_keys, "damaged": damaged,
+        n_keys += n
+    uncommitted = [p for d in dirs.values() for p in parts(d) if p not in listed and p.name not in own_names]
+    return {"commits": n_commits, "replications": n_keys, "damaged": damaged,
             "duplicates": duplicates, "uncommitted": uncommitted}
 
 
 def _raise_for(report: dict, out, study):
     if report["damaged"]:
-        path, reason, _, n = report["damaged"][0]
+        path, reason, rpath, n = report["damaged"][0]
         more = f" (and {len(report['damaged']) - 1} more damaged files)" if len(report["damaged"]) > 1 else ""
-        if path is None:
-            raise DamagedPart(reason)
+        kind = "damaged commit record" if path == rpath else "damaged part"
         reps = f"{n} replication{'' if n == 1 else 's'}"
-        raise DamagedPart(f"{path}: damaged part: {reason} ({reps}){more}; {recovery_hint(out, study)}")
+        raise DamagedPart(f"{path}: {kind}: {reason} ({reps}){more}; {recovery_hint(out, study)}")
     if report["duplicates"]:
         key, a, b = report["duplicates"][0]
         raise DuplicateKeys(f"replication {'/'.join(map(str, key))} is stored twice, in {a} and in {b} "
@@ -176,14 +176,14 @@ def committed(out, study) -> dict:
     dirs = dataset_dirs(out, study)
     result = {"trajectory": [], "intervals": [], "failures": [], "keys": set(), "failed_keys": [],
               "by_part": {}}
-    for _, record in read_commits(out, study):
-        for what, info in record["files"].items():
-            result[what].append(dirs[what] / info["file"])
+    for rpath, record in read_commits(out, study):
+        for what in record["files"]:
+            result[what].append(dirs[what] / records.expected_name(rpath))
         keys = [tuple(k) for k in record.get("keys", [])]
         result["keys"].update(keys)
         result["failed_keys"].extend(tuple(k) for k in record.get("failed_keys", []))
         if "trajectory" in record["files"]:
-            result["by_part"][dirs["trajectory"] / record["files"]["trajectory"]["file"]] = keys
+            result["by_part"][dirs["trajectory"] / records.expected_name(rpath)] = keys
     return result
 
 
@@ -192,63 +192,63 @@ def stored_keys(out, study) -> set:
     return committed(out, study)["keys"]
 
 
+def _remove_file(path: Path) -> None:
+    """Unlink a file or a link (the link itself; its target is untouched); never a directory."""
+    try:
+        if not path.is_dir() or path.is_symlink():
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def cleanup(out, study):
     """Writer only (hold :func:`study_lock`): delete temporary files and parts without a commit
-    record (a crash between a part and its record)."""
+    record (a crash between a part and its record).  Parts of a batch whose record is unreadable
+    are kept (``drop-damaged`` moves them aside); nothing is followed through a link."""
     assert holds_lock(out), "cleanup() needs the study lock"
+    check_no_links(out, study)
     dirs = dataset_dirs(out, study)
     for d in list(dirs.values()) + [commits_dir(out, study)]:
         if d.is_dir():
             for tmp in d.glob("_tmp-*"):
-                tmp.unlink(missing_ok=True)
+                _remove_file(tmp)
     for path in verify(out, study)["uncommitted"]:
-        path.unlink(missing_ok=True)
+        _remove_file(path)
 
 
 def drop_damaged(out, study, log=print) -> int:
-    """Move every damaged batch (its parts and its record) to ``out/<study>/_damaged/``; returns
-    the number of replications to recompute.  Holds the study lock."""
+    """Move every damaged batch (its record and the parts of its own batch) to
+    ``out/<study>/_damaged/``; returns the number of replications to recompute.  Holds the study
+    lock.  A path a record names outside its own batch is reported and never touched; the parts
+    of a batch whose record is unreadable are moved with it, never deleted."""
     out = Path(out)
     dirs = dataset_dirs(out, study)
     with study_lock(out, run_id="drop-damaged"):
         report = verify(out, study)
-        bad_records = {rec for _, _, rec, _ in report["damaged"] if rec is not None}
-        if any(rec is None for _, _, rec, _ in report["damaged"]):  # an unreadable record itself
-            bad_records.update(p for p in commits_dir(out, study).glob("part-*.json") if not _readable(p))
+        bad_records = {rec for _, _, rec, _ in report["damaged"]}
         dup_parts = {b for _, _, b in report["duplicates"]}
-        for rpath, record in _readable_commits(out, study):
-            part = dirs["trajectory"] / str(record["files"].get("trajectory", {}).get("file"))
-            if part in dup_parts:
-                bad_records.add(rpath)
+        bad_records.update(rpath for rpath in _record_paths(out, study)
+                           if dirs["trajectory"] / records.expected_name(rpath) in dup_parts)
         target = dirs["trajectory"] / DAMAGED
         lost = 0
         for rpath in sorted(bad_records):
-            target.mkdir(parents=True, exist_ok=True)
-            record = _readable(rpath) or {}
-            for what, info in (record.get("files") or {}).items():
-                src = dirs.get(what, Path("/nonexistent")) / str(info.get("file"))
-                if src.exists():
-                    os.replace(src, target / f"{what}-{src.name}")
+            make_dir(target)
+            record, _ = records.read_record(rpath)
+            for what, info in ((record or {}).get("files") or {}).items():
+                if records.name_problem(rpath, what, info):
+                    log(f"batch {rpath.stem}: not following {what} entry {info.get('file')!r} (not its own part)")
+            name = records.expected_name(rpath)
+            for what, directory in dirs.items():  # only the batch's own parts, by name
+                src = directory / name
+                if src.is_symlink() or src.exists():
+                    os.replace(src, target / f"{what}-{name}")
             os.replace(rpath, target / rpath.name)
-            lost += len(record.get("keys", []))
-            log(f"moved batch {rpath.stem} ({len(record.get('keys', []))} replications) to {target}")
+            n = len((record or {}).get("keys", []))
+            lost += n
+            what = f"{n} replications" if record is not None else "its record unreadable: replications unknown"
+            log(f"moved batch {rpath.stem} ({what}) to {target}")
         cleanup(out, study)
     return lost
-
-
-def _readable(path):
-    try:
-        record = json.loads(Path(path).read_text())
-        return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-
-
-def _readable_commits(out, study):
-    for path in sorted(commits_dir(out, study).glob("part-*.json")) if commits_dir(out, study).is_dir() else []:
-        record = _readable(path)
-        if record is not None:
-            yield path, record
 
 
 def load(out, study, what: str = "trajectory", columns=None, filter=None):
@@ -330,8 +330,9 @@ def read_keys(paths, keys: set, columns=None) -> pa.Table:
 
 
 __all__ = ["COMMITS", "DAMAGED", "FAILURE_SCHEMA", "INTERVAL_SCHEMA", "KEY_COLUMNS", "LOCK_NAME", "SCHEMAS",
-           "STORAGE_FORMAT", "TRAJECTORY_SCHEMA", "DamagedPart", "DuplicateKeys", "StorageError", "StudyLocked",
-           "atomic_write_bytes", "atomic_write_json", "atomic_write_table", "cleanup", "commit_batch", "commits_dir",
+           "STORAGE_FORMAT", "TRAJECTORY_SCHEMA", "DamagedPart", "DuplicateKeys", "PlantedLink", "StorageError",
+           "StudyLocked", "WriteFailed", "atomic_write_bytes", "atomic_write_json", "atomic_write_table",
+           "check_no_links", "cleanup", "commit_batch", "commits_dir",
            "committed", "dataset_dirs", "describe_holder", "drop_damaged", "holds_lock", "load", "lock_path",
            "manifest_path", "parts", "read_commits", "read_keys", "read_manifest", "recovery_hint", "stored_keys",
            "study_lock", "verify", "write_manifest"]

@@ -38,6 +38,21 @@ def study_info(out, study) -> tuple:
     return manifest.get("figures", family), manifest.get("title", title)
 
 
+def study_commits(out, study) -> tuple:
+    """(the git commits, the package versions) the stored runs of ``study`` were made at, oldest
+    first, from its manifest (runs recorded before runs named their commit count under the
+    manifest's); empty tuples when the manifest says neither."""
+    try:
+        manifest = read_manifest(out, study) or {}
+    except StorageError:
+        return (), ()
+    commits = [run.get("git_commit") for run in manifest.get("runs", []) if run.get("computed") or run.get("reused")]
+    if not any(commits):
+        commits = [manifest.get("git_commit")]
+    versions = [manifest.get("package_version")]
+    return (tuple(dict.fromkeys(c for c in commits if c)), tuple(dict.fromkeys(v for v in versions if v)))
+
+
 def stored_studies(out) -> list:
     """[(study, figure family)] of every study directory under ``out`` (one with a manifest or
     commit records), the paper's studies first, then the replays, then the baselines."""

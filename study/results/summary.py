@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 
 from ..policies import ALL_METHODS as METHOD_ORDER  # table order: the paper's five, the baselines, then others
 from . import storage
-from .stored import stored_studies, study_info
+from .stored import stored_studies, study_commits, study_info
 
 KEYS = ["study", "setting", "method", "M"]
 COLUMNS = KEYS + ["T0", "T", "reps", "final_regret", "final_regret_se", "final_rel_error",
@@ -76,22 +76,28 @@ def _pm(mean, se, digits=4):
     return f"{mean:.{digits}f} ± {se:.{digits}f}"
 
 
-def to_markdown(table: pd.DataFrame, info=None) -> str:
+def to_markdown(table: pd.DataFrame, info=None, made_at=None) -> str:
     """The summary as Markdown, one section per study in table order; ``info`` maps a study to
     its (figure family, title) (:func:`study.results.stored.study_info`), the name being the
-    title otherwise.  Pair regret is shown for the baselines family."""
-    info = info or {}
+    title otherwise; ``made_at`` maps a study to its (commits, package versions)
+    (:func:`study.results.stored.study_commits`).  Pair regret is shown for the baselines family.
+    The text ends with a newline."""
+    info, made_at = info or {}, made_at or {}
     lines = ["# Summary of the stored results", "",
              "Mean over replications ± Monte Carlo standard error, at t = T. "
              "R(T) = average regret (of the major item, the paper's eq:regret); pair R(T) = the average regret of "
              "both compared items, ((x'θ*_best − x'θ*_i) + (x'θ*_best − x'θ*_j))/2; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
-             "CP = fraction of the n·d 95% intervals covering the truth at t = T.", ""]
+             "CP = fraction of the n·d 95% intervals (debiased estimate ± 1.96 model-based SE, the paper's Φ11) "
+             "covering the truth at t = T.", ""]
     for study in dict.fromkeys(table["study"]):
         sub = table[table["study"] == study]
         family, title = info.get(study, (None, study))
         with_cp = sub["cp"].notna().any()
         with_pair = family == "baselines"
         lines += [f"## {title}", ""]
+        commits, versions = made_at.get(study, ((), ()))
+        if commits or versions:
+            lines += [_made_at(commits, versions), ""]
         header = (["setting", "method", "M", "T0", "T", "reps", "R(T)"] + (["pair R(T)"] if with_pair else [])
                   + ["rel. error"] + (["CP"] if with_cp else []))
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -104,15 +110,25 @@ def to_markdown(table: pd.DataFrame, info=None) -> str:
                 cells.append(_pm(r.cp, r.cp_se, 3))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _made_at(commits, versions) -> str:
+    """"Made at commit 1032e2c (package 0.1.0)." from a manifest's records."""
+    short = [c[:7] + ("-dirty" if c.endswith("-dirty") else "") for c in commits]
+    text = ("Made at commit" + ("s " if len(short) > 1 else " ") + ", ".join(f"`{c}`" for c in short)) if short \
+        else "Made at an unrecorded commit"
+    return text + (f" (package {', '.join(versions)})." if versions else ".")
 
 
 def write_summary(out):
     """Write DIR/summary.csv and DIR/summary.md (each atomically); returns their paths."""
     out = Path(out)
     table = summary_table(out)
-    info = {study: study_info(out, study) for study in dict.fromkeys(table["study"])}
+    studies = list(dict.fromkeys(table["study"]))
+    info = {study: study_info(out, study) for study in studies}
+    made_at = {study: study_commits(out, study) for study in studies}
     csv_path, md_path = out / "summary.csv", out / "summary.md"
-    for path, text in ((csv_path, table.to_csv(index=False)), (md_path, to_markdown(table, info))):
+    for path, text in ((csv_path, table.to_csv(index=False)), (md_path, to_markdown(table, info, made_at))):
         storage.atomic_write_bytes(text.encode("utf-8"), path)
     return csv_path, md_path

@@ -9,6 +9,7 @@ this study's three datasets first.  Identical cells stored by another study are 
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as _dt
 import os
@@ -29,9 +30,10 @@ from .fingerprint import check_stored
 from .progress import Interrupts, Progress
 from .rayconn import connect
 from .reuse import copy_reused, count_reusable, reusable
-from .worker import WithFactories, as_cells, lost_batch, remote_run_batch
+from .worker import WithFactories, as_cells, lost_batch, not_run_batch, remote_run_batch, worker_died
 from .writer import Writer
 
+CRASHES_PER_CELL = 3  # replications of one cell that crashed their worker, alone, before the rest is not run
 FLUSH_SECONDS = 1.0  # finished replications are committed to disk at most this long after arrival
 WAIT_SECONDS = 0.5   # the driver loop wakes at least this often (signals, flushes)
 
@@ -71,6 +73,9 @@ class RunOptions:
         SIGINT/SIGTERM stop the run cleanly (from the main thread only).
     init_timeout : float, optional
         Seconds to join a cluster before giving up with ``ConnectionError``.
+    runtime_env : dict, optional
+        Ray runtime environment of the run, e.g. ``{"py_modules": ["/abs/mypkg"]}`` so that a user
+        policy's package reaches the workers of a cluster.
     log : callable, optional
         ``log(message)``; default: print to stderr.
     """
@@ -90,6 +95,7 @@ class RunOptions:
     handle_signals: bool = True
     init_timeout: float | None = None
     log: Callable | None = None
+    runtime_env: dict | None = None
 
 
 @dataclass
@@ -137,8 +143,17 @@ class StudyReport:
             text += (f"\n  failed {f['setting']}/{f['method']}/M={f['M']} rep={f['rep']} "
                      f"seed={f['seed']}: {f['error']}")
         if len(self.failures) > 10:
-            text += f"\n  ... and {len(self.failures) - 10} more (see {self.study}_failures/)"
+            text += f"\n  ... and {len(self.failures) - 10} more"
+        if self.failures:
+            text += "\n" + failures_hint(self.out, self.study)
         return text
+
+
+def failures_hint(out, study) -> str:
+    """Where the tracebacks of a study's failed replications are stored, and how to print them."""
+    return (f"  tracebacks are stored in {Path(out) / (study + '_failures')}/; print them with "
+            f"`python -m study.results failures {out} {study}` (or rerun with --verbose); the next run "
+            "retries these replications")
 
 
 def run_study(plan, out, options: RunOptions | None = None, **fields) -> StudyReport:
@@ -196,16 +211,18 @@ class _StudyRun:
             conn = None
             if self.n_todo:  # before any write: an unreachable cluster leaves the directory as it was
                 o = self.options
-                conn = connect(o.address, o.num_cpus, log=self.log, init_timeout=o.init_timeout)
+                conn = connect(o.address, o.num_cpus, log=self.log, init_timeout=o.init_timeout,
+                               runtime_env=o.runtime_env)
             return self._run(existing, conn)
 
     def _prepare(self):
         """Delete (``fresh``), check the configuration, verify what is stored; count the work."""
         plan, out = self.plan, self.out
+        storage.check_no_links(out, plan.study)  # before anything is read or removed: links are never followed
         if self.options.fresh:
             for d in dataset_dirs(out, plan.study).values():
                 if d.is_dir():
-                    shutil.rmtree(d)
+                    shutil.rmtree(d)  # not a link (checked above); links inside are removed, never followed
         existing = check_stored(plan, out)
         storage.cleanup(out, plan.study)
         self.done = set(storage.committed(out, plan.study)["keys"])  # verified: damaged parts raise here
@@ -225,7 +242,7 @@ class _StudyRun:
         """Write the manifest, reuse and compute under the signal handlers, record the outcome."""
         plan = self.plan
         for d in dataset_dirs(self.out, plan.study).values():
-            d.mkdir(parents=True, exist_ok=True)
+            storage.make_dir(d)
         manifest, run = manifests.open_run(plan, existing, plan.fingerprint(), self.run_id,
                                            self.options.record_intervals, self.stored_before)
         storage.write_manifest(manifest, self.out, plan.study)
@@ -238,6 +255,9 @@ class _StudyRun:
                 if self.n_todo and not interrupts.requested:
                     stopped = self._compute(conn, run, interrupts)
                 finished = True
+            except BaseException as exc:  # recorded in the manifest ("error"), then raised as it was
+                run["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+                raise
             finally:
                 if conn is not None and conn.started_here:
                     import ray
@@ -248,7 +268,13 @@ class _StudyRun:
                                     failed=len(self.failures), finished=finished,
                                     interrupted=stopped or interrupts.requested, signals=interrupts.signals,
                                     left=self.n_todo + self.n_reusable - n_reused - self.computed)
-                storage.write_manifest(manifest, self.out, plan.study)
+                try:
+                    storage.write_manifest(manifest, self.out, plan.study)
+                except storage.StorageError as exc:
+                    if finished:
+                        raise
+                    # the run's own error is the one to report; the next run marks this one "died"
+                    self.log(f"[{plan.study}] note: the manifest could not be updated either ({exc})")
         return StudyReport(plan.study, str(self.out), plan.n_replications, self.stored_before, self.computed,
                            len(self.failures), seconds, stopped or interrupts.requested, self.failures,
                            reused=n_reused, signal=interrupts.signals[0] if interrupts.signals else None)
@@ -277,6 +303,10 @@ class _StudyRun:
         return stopped
 
 
+def _cell_key(cell) -> tuple:
+    return tuple(c.label for c in as_cells(cell))
+
+
 class _TaskLoop:
     """Submit tasks lazily with a bounded number in flight, gather them as they finish, commit
     finished work within ``flush_seconds``; on a signal or ``stop_after_batches``, cancel what is
@@ -292,14 +322,17 @@ class _TaskLoop:
         self.writer = Writer(study_run.out, study_run.plan.study, study_run.run_id)
         self.bar = Progress(study_run.plan.study, study_run.n_todo, o.progress, study_run.log)
         self.in_flight, self.received, self.nodes, self.task_cpu = {}, 0, set(), 0.0
+        self.isolate = collections.deque()  # single replications of a task whose worker died
+        self.crashes = collections.Counter()  # cell -> replications that crashed their worker, alone
+        self.alone = {}  # ref of an isolated replication in flight -> its cell
 
     def run(self, work) -> bool:
         """Drive ``work`` (the lazy batches) to the end; returns whether it stopped early."""
-        o, stop, exhausted = self.run_.options, False, False
+        o, stop = self.run_.options, False
         last_news = time.monotonic()
         try:
             while not stop:
-                exhausted = exhausted or self._submit(work)
+                self._submit(work)
                 if self.interrupts.requested or not self.in_flight:
                     break
                 ready, _ = self.ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SECONDS)
@@ -314,9 +347,11 @@ class _TaskLoop:
                 stop = o.stop_after_batches is not None and self.received >= o.stop_after_batches
         finally:
             self._cancel_in_flight()
-            self.writer.flush()
-            self.bar.close()
-            self.run_.computed = self.writer.stored
+            try:
+                self.writer.flush()
+            finally:
+                self.bar.close()
+                self.run_.computed = self.writer.stored
         self.nodes.discard(None)
         return stop or self.interrupts.requested
 
@@ -324,23 +359,53 @@ class _TaskLoop:
         """Submit tasks until ``limit`` are in flight; returns whether ``work`` is exhausted."""
         r = self.run_
         while len(self.in_flight) < self.limit and not self.interrupts.requested:
-            item = next(work, None)
+            item, alone = self._next_item(work)
             if item is None:
                 return True
             cell, reps_seeds = item
+            crashes = self.crashes[_cell_key(cell)]
+            if crashes >= CRASHES_PER_CELL:  # a policy that crashes every time: do not restart workers for ever
+                self._record(cell, reps_seeds, not_run_batch(r.plan.study, cell, reps_seeds, crashes, r.run_id))
+                continue
             ref = self.remote.remote(r.plan.study, cell, reps_seeds, self.replicate_ref,
                                      r.options.record_intervals, r.run_id)
             self.in_flight[ref] = (cell, reps_seeds)
+            if alone:
+                self.alone[ref] = _cell_key(cell)
         return False
+
+    def _next_item(self, work):
+        """(the next (cell, reps_seeds) to run, whether it is a replication run alone): an isolated
+        replication first, one per cell at a time (so that a cell that keeps crashing stops after
+        ``CRASHES_PER_CELL``), else the next batch of ``work``."""
+        busy = set(self.alone.values())
+        for k, item in enumerate(self.isolate):
+            if _cell_key(item[0]) not in busy:
+                del self.isolate[k]
+                return item, True
+        return next(work, None), False
 
     def _gather(self, ref) -> None:
         """Take one finished task's result (or record its replications as failed) to the writer."""
         r = self.run_
         cell, reps_seeds = self.in_flight.pop(ref)
+        self.alone.pop(ref, None)
         try:
             result = self.ray.get(ref)
-        except Exception as exc:  # noqa: BLE001 -- worker died beyond retries, etc.
+        except Exception as exc:  # noqa: BLE001 -- the worker died, etc.
+            if worker_died(exc) and len(reps_seeds) > 1:  # find the replication that crashed: each alone, once
+                self.isolate.extend((cell, [rs]) for rs in reps_seeds)
+                r.log(f"[{r.plan.study}] a worker died running {len(reps_seeds)} replications of "
+                      f"{'/'.join(c.label for c in as_cells(cell))} ({type(exc).__name__}); running them one by one")
+                return
+            if worker_died(exc):
+                self.crashes[_cell_key(cell)] += 1
             result = lost_batch(r.plan.study, cell, reps_seeds, exc, r.run_id)
+        self._record(cell, reps_seeds, result)
+
+    def _record(self, cell, reps_seeds, result) -> None:
+        """Hand one task's result (or its failure records) to the writer, the report and the bar."""
+        r = self.run_
         self.writer.add(result)
         self.nodes.add(result.get("node"))
         self.task_cpu += result.get("cpu_seconds", 0.0)

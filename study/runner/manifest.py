@@ -63,7 +63,8 @@ def open_run(plan, existing, fingerprint: dict, run_id: str, record_intervals: b
                      "package_version": fingerprint["package_version"], "git_commit": git_commit(),
                      "storage_format": STORAGE_FORMAT})
     run = {"run_id": run_id, "started": now(), "requested": plan.n_replications, "stored_before": stored_before,
-           "status": "running", "argv": sys.argv, "host": socket.gethostname(), "pid": os.getpid()}
+           "status": "running", "argv": sys.argv, "host": socket.gethostname(), "pid": os.getpid(),
+           "git_commit": manifest["git_commit"]}
     manifest["runs"].append(run)
     manifest["status"] = "running"
     return manifest, run

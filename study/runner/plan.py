@@ -15,9 +15,10 @@ from .._util import import_object
 from ..core import _validate as check
 from ..policies import ALL_METHODS, check_method, registered_policies
 from ..simulation.seeds import replication_seed
-from ..simulation.settings import SETTINGS, resolve_setting
+from ..simulation.named import setting_from_path
+from ..simulation.settings import BUILTIN_SETTINGS, SETTINGS, resolve_setting
 from .catalogue import DEFAULT_SEED, MAX_REPS, REPLAY_STUDIES, STUDIES, seed_namespace
-from .fingerprint import plan_fingerprint
+from .fingerprint import plan_fingerprint, policy_records
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,13 @@ class Cell:
     M: int
     overrides: tuple        # sorted (field, value) pairs applied to SETTINGS[setting], M included
     base: object = field(default=None, compare=False, repr=False)  # replay studies: the base Setting
+    # a named setting beyond A and B (registered in the driver's process only): travels with the task
+    named: object = field(default=None, compare=False, repr=False)
 
     def resolve(self):
         """The cell's :class:`study.Setting`, overrides applied (validated)."""
-        return resolve_setting(self.setting if self.base is None else self.base, **dict(self.overrides))
+        base = self.base if self.base is not None else self.named if self.named is not None else self.setting
+        return resolve_setting(base, **dict(self.overrides))
 
     @property
     def key(self) -> tuple:
@@ -94,7 +98,10 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
     study : str
         A name of :data:`study.runner.STUDIES`.
     settings, methods : sequence of str, optional
-        Default: the study's. Methods may be built-in names, registered names or import paths.
+        Default: the study's. Settings may be built-in names (A, B), names registered with
+        :func:`study.register_setting` (or read from a settings file), or import paths
+        ``"package.module:NAME"`` of a Setting, which label the outputs by the Setting's name.
+        Methods may be built-in names, registered names or import paths.
     reps : int, optional
         Replications per cell (default: the study's), at most ``MAX_REPS``.
     seed : int
@@ -117,7 +124,7 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
         On any bad input, with a message naming it.
     """
     spec = _study_spec(study)
-    settings = tuple(spec.settings if settings is None else settings)
+    settings = tuple(spec.settings if settings is None else _named_settings(settings))
     methods = tuple(spec.methods if methods is None else methods)
     _check_names(study, spec, settings, methods, source)
     reps = check.integer("reps", spec.reps if reps is None else reps, low=1)
@@ -133,12 +140,23 @@ def make_plan(study: str, *, settings=None, methods=None, reps=None, seed=DEFAUL
     cells = []
     for name in settings:
         for M, with_m in _m_grid(spec, name, bases.get(name), user, m_values):
-            cells.extend(Cell(name, method, M, tuple(sorted(with_m.items())), base=bases.get(name))
+            named = SETTINGS[name] if name not in BUILTIN_SETTINGS and name not in bases else None
+            cells.extend(Cell(name, method, M, tuple(sorted(with_m.items())), base=bases.get(name), named=named)
                          for method in methods)
     registered = registered_policies()
     factories = tuple((m, registered[m]) for m in methods if m in registered and m not in ALL_METHODS)
-    return Plan(study=study, root_seed=seed, reps=reps, cells=tuple(cells), overrides=tuple(sorted(user.items())),
+    cells = tuple(cells)
+    policy_records(cells)  # a user policy whose source cannot be hashed is refused here, before Ray
+    return Plan(study=study, root_seed=seed, reps=reps, cells=cells, overrides=tuple(sorted(user.items())),
                 provenance=tuple(sorted(provenance.items())), replicate=hook, factories=factories)
+
+
+def _named_settings(settings) -> tuple:
+    """Setting names, with import paths ``"package.module:NAME"`` registered and replaced by the
+    Setting's own name (its label in every output)."""
+    if isinstance(settings, str):
+        settings = (settings,)
+    return tuple(setting_from_path(s).name if isinstance(s, str) and ":" in s else s for s in settings)
 
 
 def _study_spec(study):
@@ -157,7 +175,10 @@ def _check_names(study, spec, settings, methods, source) -> None:
     allowed = spec.settings if spec.source is not None else tuple(sorted(SETTINGS))
     for name in settings:
         if name not in allowed:
-            raise ValueError(f"unknown setting {name!r}; allowed: {sorted(allowed)}")
+            hint = "" if spec.source is not None else (
+                " (name your own in a settings file, --settings-file, or with study.register_setting: "
+                "docs/settings.md)")
+            raise ValueError(f"unknown setting {name!r}; allowed: {sorted(allowed)}{hint}")
     if source is not None and spec.source is None:
         raise ValueError(f"study {study!r} takes no source options (only {list(REPLAY_STUDIES)} do)")
     for method in methods:

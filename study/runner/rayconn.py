@@ -1,7 +1,9 @@
 """Joining or starting Ray for the study driver (no storage here; :mod:`study.runner.driver` drives).
 
 * The embedded Ray (no ``--address``) binds every server to 127.0.0.1 and starts no dashboard, and
-  is refused more CPUs than the machine has.
+  is refused more CPUs than the machine has.  It keeps Ray's token authentication: with
+  ``RAY_AUTH_MODE`` unset it is set to ``token`` (what Ray does by default, without Ray's advice to
+  disable it); a user who sets ``RAY_AUTH_MODE`` decides.
 * Joining a cluster probes the address over TCP first (an unreachable address fails within
   ``PROBE_SECONDS``, naming it) and, from the command line, gives ``ray.init`` 30 s.
 
@@ -105,7 +107,25 @@ def max_local_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayConnection:
+AUTH_HINT = ("if the cluster uses token authentication (the default of `ray start` once a token exists), set "
+             "RAY_AUTH_MODE=token in this shell and make the cluster's token readable here (~/.ray/auth_token, "
+             "RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN); docs/cluster.md")
+
+
+def _keep_token_auth():
+    """The embedded Ray keeps token authentication, quietly: Ray turns it on when RAY_AUTH_MODE is
+    unset, printing advice to set RAY_AUTH_MODE=disabled; setting ``token`` explicitly is the same
+    cluster without that advice (Ray creates ~/.ray/auth_token if it is missing, as it would)."""
+    if "RAY_AUTH_MODE" in os.environ:  # the user decided
+        return
+    try:  # sets RAY_AUTH_MODE=token and refreshes Ray's cached configuration (read when ray was imported)
+        from ray._private.authentication.authentication_token_setup import _enable_token_auth
+    except ImportError:  # a Ray without token authentication
+        return
+    _enable_token_auth()
+
+
+def connect(address=None, num_cpus=None, log=print, init_timeout=None, runtime_env=None) -> RayConnection:
     """Join or start Ray.
 
     * already initialised in this process: reuse it (its mode is the one connect() used for it,
@@ -115,6 +135,9 @@ def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayCon
     * no address but ``RAY_ADDRESS`` set (inside ``ray job submit``): join the job's cluster;
     * otherwise start an embedded local Ray with ``num_cpus`` CPUs (all by default, at most the
       machine's), every server bound to 127.0.0.1, no dashboard.
+
+    ``runtime_env`` (e.g. ``{"py_modules": ["/abs/mypkg"]}``) is given to ``ray.init``: how a
+    user's module reaches the workers of a cluster.
 
     ``init_timeout`` (seconds; the command line gives 30): if joining a cluster has not
     succeeded by then (an address that accepts TCP but is no Ray GCS makes ``ray.init`` retry for
@@ -132,7 +155,10 @@ def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayCon
         return RayConnection(False, _CONNECTED.get(_job_id(ray), "existing"), _resources(ray))
     if embedded:
         _loopback_only()
+        _keep_token_auth()
     kwargs = {"include_dashboard": False, "log_to_driver": True}
+    if runtime_env:
+        kwargs["runtime_env"] = runtime_env
     if address is None and os.environ.get("RAY_ADDRESS"):
         address, mode = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
     elif address is None:
@@ -152,8 +178,9 @@ def connect(address=None, num_cpus=None, log=print, init_timeout=None) -> RayCon
     try:
         ray.init(address=address, **kwargs)
     except ConnectionError as exc:
+        auth = "" if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else f"; {AUTH_HINT}"
         raise ConnectionError(
-            f"could not connect to a Ray cluster at {address!r}: {exc}\n"
+            f"could not connect to a Ray cluster at {address!r}: {exc}{auth}\n"
             "Start one with `ray start --head` (same RAY_AUTH_MODE as this shell), or omit "
             "--address to run on an embedded local Ray.") from None
     finally:
@@ -168,7 +195,8 @@ def _watchdog(address, seconds) -> threading.Timer:
     within ``seconds`` (``ray.init`` retries for minutes on an address that is no Ray GCS)."""
     def give_up():
         print(f"error: could not connect to a Ray cluster at {address!r}: no Ray answered within "
-              f"{seconds:.0f} s (is it a Ray GCS address, and the same RAY_AUTH_MODE?)", file=sys.stderr, flush=True)
+              f"{seconds:.0f} s (is it a Ray GCS address, and the same RAY_AUTH_MODE?); {AUTH_HINT}",
+              file=sys.stderr, flush=True)
         os._exit(1)
     timer = threading.Timer(seconds, give_up)
     timer.daemon = True

@@ -9,14 +9,20 @@ import pyarrow as pa
 
 from ..results import storage
 from ..results.storage import StorageError, dataset_dirs, read_manifest
+from ..policies import ALL_METHODS
 from .catalogue import STUDIES, seed_namespace
 
 
-def cell_identity(fingerprint: dict, cell: dict, record_intervals) -> str:
+def cell_identity(fingerprint: dict, cell: dict, record_intervals) -> str | None:
     """Everything that determines a cell's numbers, as text (two cells with the same identity give
-    the same replications, value for value, apart from the ``study`` column)."""
+    the same replications, value for value, apart from the ``study`` column): the fingerprint's
+    seeds, versions and core source, and for a user policy its whole provenance record (source
+    files, state).  None for a user policy recorded without a source hash: never reused."""
     keep = ("root_seed", "seed_namespace", "storage_format", "package_version", "core_source_sha256", "replay")
-    return json.dumps({**{k: fingerprint.get(k) for k in keep}, "method": cell["method"],
+    policy = (fingerprint.get("policies") or {}).get(cell["method"])
+    if cell["method"] not in ALL_METHODS and (policy is None or not policy.get("source_sha256")):
+        return None
+    return json.dumps({**{k: fingerprint.get(k) for k in keep}, "method": cell["method"], "policy": policy,
                        "resolved_setting": cell["resolved_setting"], "intervals": bool(record_intervals)},
                       sort_keys=True, default=str)
 
@@ -27,6 +33,7 @@ def reusable(plan, out, todo_cells, record_intervals) -> dict:
     mine = plan.fingerprint()
     wanted = {cell_identity(mine, c, record_intervals): (c["setting"], c["method"], c["M"])
               for c in mine["cells"] if (c["setting"], c["method"], c["M"]) in todo_cells}
+    wanted.pop(None, None)
     found = {}
     for other in STUDIES:  # any study of the same seed namespace (checked below) may hold them
         if other == plan.study or not wanted or seed_namespace(other) != plan.namespace:
@@ -40,7 +47,7 @@ def reusable(plan, out, todo_cells, record_intervals) -> dict:
         theirs = manifest["fingerprint"]
         for c in theirs.get("cells", []):
             ident = cell_identity(theirs, c, manifest.get("record_intervals"))
-            if ident in wanted and wanted[ident] not in found:
+            if ident is not None and ident in wanted and wanted[ident] not in found:
                 try:
                     state = storage.committed(out, other)  # verified; a damaged source is not reused
                 except StorageError:

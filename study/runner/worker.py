@@ -2,12 +2,20 @@
 that share a prefix of their steps) and returns their rows as Arrow tables.
 
 An exception in one replication is caught and returned as a failure record; the others still run.
+So is ``sys.exit`` in a policy (``SystemExit``), and a replication that runs longer than its
+setting's ``time_limit`` (stopped by a timer signal in the worker's main thread, where Ray runs
+tasks).  A worker that dies (``os._exit``, a fatal signal, the OOM killer) is not retried by Ray:
+the driver runs the replications of that task one by one to find the one that crashed, and
+records it as failed (:func:`crash_message`).
 A replication is reproduced exactly by ``study.run_replication(setting, method, seed=row.seed,
 M=row.M, **overrides)`` with the overrides from the manifest.
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
+import threading
 import time
 import traceback
 
@@ -87,7 +95,7 @@ def failure_record(study, cell, rep, seed, error, tb, run_id) -> dict:
 
 def _setting_of(cell):
     """The cell's resolved Setting (cached per process by name and overrides)."""
-    if cell.base is not None:  # a replay's setting: built from data, not cached by name
+    if cell.base is not None or cell.named is not None:  # built from data or defined by the user: not cached by name
         return cell.resolve()
     key = cell.overrides + (("__name", cell.setting),)
     if key not in _SETTING_CACHE:
@@ -106,6 +114,46 @@ def _results(cells, setting, seed, replicate) -> dict:
     return {method: replicate(setting, method, seed)}
 
 
+class ReplicationTimeout(TimeoutError):
+    """A replication ran longer than its setting's ``time_limit``."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds, what: str):
+    """Raise :class:`ReplicationTimeout` in this (main) thread if the block runs longer than
+    ``seconds`` (None: no limit; outside the main thread no limit can be enforced)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise ReplicationTimeout(f"{what} exceeded the time limit of {seconds:g} s (setting time_limit) and was "
+                                 "stopped; the policy may hang (an endless loop, a wait that never ends)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def crash_message(exc, cell, rep, seed) -> str:
+    """The failure of a replication whose worker process died: what happened, which replication,
+    and how to reproduce it outside Ray."""
+    name = type(exc).__name__
+    if "OutOfMemory" in name:
+        cause = "Ray's memory monitor killed its worker: the node ran out of memory (a huge allocation?)"
+    else:
+        cause = "its worker process died (os._exit, a fatal signal, or the kernel's OOM killer)"
+    overrides = ", ".join(f"{k}={v!r}" for k, v in cell.overrides if k != "M")
+    return (f"{name}: policy {cell.method!r} crashed the worker running replication rep={rep} (seed {seed}) of "
+            f"setting {cell.setting} (M={cell.M}): {cause}; not retried (a deterministic crash would only "
+            f"repeat). Reproduce it with study.run_replication({cell.setting!r}, {cell.method!r}, seed={seed}, "
+            f"M={cell.M}{', ' + overrides if overrides else ''})")
+
+
 def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=True, run_id: str = "") -> dict:
     """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process.
 
@@ -117,15 +165,21 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     cells = as_cells(cell)
     setting = _setting_of(cells[0])
     trajs, ints, failures = [], [], []
+    limit = getattr(setting, "time_limit", None)
     for rep, seed in reps_seeds:
+        methods = "/".join(c.method for c in cells)
+        label = f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}"
         try:
-            results = _results(cells, setting, seed, replicate)
+            with time_limit(None if limit is None else limit * len(cells), label):
+                results = _results(cells, setting, seed, replicate)
             tables = [(trajectory_table(study, c, setting, rep, seed, results[c.method]),
                        interval_table(study, c, rep, seed, results[c.method]) if record_intervals else None)
                       for c in cells]
-        except Exception as exc:  # noqa: BLE001 -- recorded, the batch goes on
-            failures.extend(failure_record(study, c, rep, seed, f"{type(exc).__name__}: {exc}",
-                                           traceback.format_exc(), run_id) for c in cells)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 -- recorded, the batch goes on
+            error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, SystemExit):
+                error = f"SystemExit: the policy called sys.exit({exc.code!r}) during {label}"
+            failures.extend(failure_record(study, c, rep, seed, error, traceback.format_exc(), run_id) for c in cells)
             continue
         for traj, interval in tables:
             trajs.append(traj)
@@ -141,13 +195,38 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     }
 
 
+def worker_died(exc) -> bool:
+    """Did a task fail because its worker process (or node) died, rather than by an exception
+    raised in it?"""
+    name = type(exc).__name__
+    return any(k in name for k in ("WorkerCrashed", "OutOfMemory", "NodeDied", "ActorDied", "LocalRayletDied"))
+
+
 def lost_batch(study, cell, reps_seeds, exc, run_id) -> dict:
-    """The result of a task that did not return (its worker died beyond retries, ...): every
-    replication of it recorded as failed with the task's exception."""
+    """The result of a task that did not return (its worker died, ...): every replication of it
+    recorded as failed, with :func:`crash_message` when the worker died."""
     tb = "".join(traceback.format_exception(exc))
+
+    def error(c, r, s):
+        if worker_died(exc):
+            return crash_message(exc, c, r, s)
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+
     return {"trajectory": TRAJECTORY_SCHEMA.empty_table(), "intervals": INTERVAL_SCHEMA.empty_table(),
-            "failures": [failure_record(study, c, r, s, f"{type(exc).__name__}: {exc}", tb, run_id)
+            "failures": [failure_record(study, c, r, s, error(c, r, s), tb, run_id)
                          for c in as_cells(cell) for r, s in reps_seeds]}
+
+
+def not_run_batch(study, cell, reps_seeds, crashes, run_id) -> dict:
+    """Replications recorded as failed without running: their policy crashed its worker in
+    ``crashes`` replications of the same cell already (each run alone, each named in its own
+    failure record)."""
+    cells = as_cells(cell)
+    error = (f"NotRun: policy {'/'.join(c.method for c in cells)!r} crashed its worker in {crashes} replications "
+             f"of setting {cells[0].setting} (M={cells[0].M}) already (see their failures), so the rest of the cell "
+             "was not run; fix the policy and rerun the same command to compute them")
+    return {"trajectory": TRAJECTORY_SCHEMA.empty_table(), "intervals": INTERVAL_SCHEMA.empty_table(),
+            "failures": [failure_record(study, c, r, s, error, "", run_id) for c in cells for r, s in reps_seeds]}
 
 
 def _node_id() -> str:
@@ -162,9 +241,10 @@ def _node_id() -> str:
 
 
 def remote_run_batch():
-    """:func:`run_batch` as a Ray remote function (one CPU, retried if its worker dies)."""
+    """:func:`run_batch` as a Ray remote function (one CPU; not retried by Ray when its worker
+    dies: the driver isolates the replication that crashed instead, see the module docstring)."""
     global _REMOTE
     if _REMOTE is None:
         import ray
-        _REMOTE = ray.remote(num_cpus=1, max_retries=3)(run_batch)
+        _REMOTE = ray.remote(num_cpus=1, max_retries=0)(run_batch)
     return _REMOTE

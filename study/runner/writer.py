@@ -45,8 +45,12 @@ class Writer:
                   "intervals": pa.concat_tables(self.ints) if self.ints else INTERVAL_SCHEMA.empty_table(),
                   "failures": pa.Table.from_pylist(self.fails, schema=FAILURE_SCHEMA)}
         failed = [(f["setting"], f["method"], f["M"], f["rep"]) for f in self.fails]
-        record = storage.commit_batch(self.out, self.study, f"part-{self.run_id}-{self.seq:05d}.parquet",
-                                      tables, failed, self.run_id)
+        try:
+            record = storage.commit_batch(self.out, self.study, f"part-{self.run_id}-{self.seq:05d}.parquet",
+                                          tables, failed, self.run_id)
+        except storage.StorageError:
+            self._reset()  # unwritable (full disk, lost permission): the run stops; never retried in a loop
+            raise
         self.seq += 1
         self.stored += len(record["keys"])
         self._reset()

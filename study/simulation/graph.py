@@ -117,12 +117,14 @@ class ComparisonGraph:
         edges = np.array(edges, dtype=np.int64).reshape(-1, 2)
         adjacency = np.zeros((n_items, n_items), dtype=bool)
         adjacency[edges[:, 0], edges[:, 1]] = adjacency[edges[:, 1], edges[:, 0]] = True
-        for array in (edges, adjacency):
-            array.flags.writeable = False
-        nbrs = tuple(neighbours(edges, n_items))
-        for array in nbrs:
-            array.flags.writeable = False
-        playable = adjacency.any(axis=1)
-        playable.flags.writeable = False
-        return cls(n_items=int(n_items), edges=edges, neighbours=nbrs, adjacency=adjacency, playable=playable,
+        nbrs = tuple(_read_only_view(a) for a in neighbours(edges, n_items))
+        return cls(n_items=int(n_items), edges=_read_only_view(edges), neighbours=nbrs,
+                   adjacency=_read_only_view(adjacency), playable=_read_only_view(adjacency.any(axis=1)),
                    connected=bool(is_connected(edges, n_items)))
+
+
+def _read_only_view(array: np.ndarray) -> np.ndarray:
+    """A view of ``array`` made read-only for good: the view's flag cannot be set back, because its
+    base is read-only (a policy sees the graph; the loop checks its choices against it)."""
+    array.flags.writeable = False
+    return array.view()

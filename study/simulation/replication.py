@@ -15,6 +15,7 @@ estimate is reported as unavailable without a factorisation.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import operator
 import time
 
@@ -24,6 +25,7 @@ from threadpoolctl import threadpool_limits
 
 from ..core.inference import DebiasResult
 from ..policies import Choice, Step, check_method, make_policy
+from ..policies.base import read_only
 from .environment import BTLEnvironment
 from .estimator import Estimate
 from .graph import ComparisonGraph
@@ -76,19 +78,49 @@ def run_environment(env, method: str, setting, *, policy_seed=None, snapshot_tim
         return loop.result()
 
 
+class _ReadOnlyCache(dict):
+    """A DebiasResult's cache whose arrays, computed on demand, are stored read-only."""
+
+    def __setitem__(self, key, value):
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+            value = value.view()
+        super().__setitem__(key, value)
+
+
+def read_only_result(result: DebiasResult) -> DebiasResult:
+    """A copy of ``result`` for a policy: every array (``theta_d``, the factor, and the pieces of
+    Phi_11 computed so far or later) read-only, so that a write raises ``ValueError`` and nothing
+    the policy does reaches the shared result behind the recorded intervals and snapshots."""
+    changes = {f.name: read_only(getattr(result, f.name)) for f in dataclasses.fields(result)
+               if isinstance(getattr(result, f.name), np.ndarray)}
+    copy = dataclasses.replace(result, **{k: v for k, v in changes.items() if not k.startswith("_")})
+    if isinstance(getattr(result, "_cache", None), dict):  # never shared with the original
+        cache = _ReadOnlyCache()
+        for key, value in result._cache.items():
+            cache[key] = np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+        object.__setattr__(copy, "_cache", cache)
+    return copy
+
+
 class _SharedDebias:
     """The debiased estimate at the estimator's current theta, computed on first request and kept
-    until the estimator is refitted (:meth:`invalidate`)."""
+    until the estimator is refitted (:meth:`invalidate`).  The policy gets a read-only copy of it
+    (:meth:`for_policy`); the CI grid and the snapshots use the original."""
 
     def __init__(self, estimate, graph):
         self.estimate = estimate
         self.result = None
-        self.requested = False  # asked for since the loop last reset it (the policy's request, per step)
+        self.policy_copy = None  # also: whether the policy asked for it since the last refit
         self.structurally_singular = not graph.connected
         self.shape = (graph.n_items, estimate.theta.shape[1])
 
+    def for_policy(self) -> DebiasResult:
+        if self.policy_copy is None:
+            self.policy_copy = read_only_result(self())
+        return self.policy_copy
+
     def __call__(self) -> DebiasResult:
-        self.requested = True
         if self.result is None:
             if self.structurally_singular:
                 self.result = DebiasResult(theta_d=np.full(self.shape, np.nan), available=False, condition=np.inf)
@@ -97,13 +129,15 @@ class _SharedDebias:
         return self.result
 
     def invalidate(self) -> None:
-        self.result = None
+        self.result = self.policy_copy = None
 
 
 def _checked(choice, method: str, t: int, graph) -> tuple:
     """(major, other, explored) of a policy's choice, or ValueError naming the policy and the step."""
     try:
         major, other, explored = choice
+        if isinstance(major, (bool, np.bool_)) or isinstance(other, (bool, np.bool_)):
+            raise TypeError("an item is not a bool")
         major, other = operator.index(major), operator.index(other)
     except (TypeError, ValueError):
         raise ValueError(f"policy {method!r} at step t={t} returned {choice!r}; expected a Choice(major, other, "
@@ -169,10 +203,11 @@ class _Loop:
         grid = setting.ci_every
         for t in range(self.t + 1, until + 1):
             x = contexts[t - 1]
-            step = Step(t, x, self.uniforms[t - 1], graph, estimate.theta, debiased, rng=self.rng, setting=setting)
-            debiased.requested = False
+            step = Step(t, x, self.uniforms[t - 1], graph, estimate.theta, debiased.for_policy, rng=self.rng,
+                        setting=setting)  # x and theta handed over as read-only copies (Step)
             choice = self.policy.select(step)
-            self.before_phi[t - 1] = debiased.requested and not debiased().available
+            asked = debiased.policy_copy  # None unless the policy asked this step (reset by every refit)
+            self.before_phi[t - 1] = asked is not None and not asked.available
             major, other, explored = _checked(choice, self.method, t, graph)
             wins = env.compare(t, major, other)
             if update is not None:
@@ -200,7 +235,7 @@ class _Loop:
         lower, upper = db.theta_d - z * se, db.theta_d + z * se
         items, dims = np.meshgrid(np.arange(n), np.arange(d), indexing="ij")
         for name, values in (("t", np.full(n * d, t)), ("item", items.ravel()), ("dim", dims.ravel()),
-                             ("estimate", db.theta_d.ravel()), ("se", se.ravel()),
+                             ("estimate", db.theta_d.ravel().copy()), ("se", se.ravel()),
                              ("lower", lower.ravel()), ("upper", upper.ravel()), ("truth", truth.ravel()),
                              ("covered", ((lower <= truth) & (truth <= upper)).ravel())):
             self.ci_rows[name].append(values)

@@ -10,7 +10,7 @@ from types import MappingProxyType
 import numpy as np
 
 from ..core import _validate as check
-from ..core.limits import check_replication_size
+from ..core.limits import MEMORY_LIMIT_BYTES, TIME_LIMIT_SECONDS, check_replication_size
 from .graph import GRAPHS, check_edges
 
 TIE_BREAKS = ("nearest", "min_norm")
@@ -18,6 +18,11 @@ TRUTHS = ("paired", "identity", "normal")
 # What a method whose rule needs Phi does while Phi does not exist (docs/baselines.md, "One warm-up
 # protocol"): its own rule, uniformly random edges, or the greedy item against a uniform neighbour.
 WARMUPS = ("own", "random", "greedy")
+# Scales beyond which a setting's numbers are rounding noise: a context mean of c adds c 1'theta_i
+# to every utility, which cancels between items only to within c * 1e-16 (c = 1e50 stored regrets
+# of 9e33), and parameters of this size saturate every comparison probability.
+MAX_SCALE = 1e6
+GRAPH_SECONDS_PER_DRAW = 2e-6  # one G(n, p) draw and its connectivity check at small n (measured ~2-20 us)
 
 
 def paired_truth(n_items: int, dim: int) -> np.ndarray:
@@ -49,7 +54,7 @@ class Setting:
 
     ``gamma`` is the stage-1 radius (label ``opt1``); ``c_lambda`` scales the stage-2 ridge
     lambda_t = c_lambda * sqrt(t M log T / n) (label ``opt``).  The paper gives values for neither;
-    see the README for the choice and its sensitivity.  ``init_mean='item'`` draws theta_i(0) from
+    docs/core.md gives the choice, docs/sensitivity.md its effect.  ``init_mean='item'`` draws theta_i(0) from
     N(i, init_var) with i 1-based (Setting A); a number draws every entry from N(init_mean, init_var).
     """
 
@@ -62,7 +67,9 @@ class Setting:
     T: int = 500
     """The horizon: steps per replication."""
     T0: int = 200
-    """The end of RB's first stage (constrained MLE, exploration with probability 1/t^alpha)."""
+    """The end of the first stage: the constrained MLE (``opt1``) up to T0, the ridge MLE (``opt``)
+    after; RB and BT-UCB2 explore with probability 1/t^alpha up to T0.  It stays 200 (the paper's)
+    whatever T is; set it with T (the paper's ratio is T0 = 0.4 T)."""
     M: int = 20
     """Comparisons drawn per step."""
     p: object = 0.3
@@ -106,6 +113,10 @@ class Setting:
     not exist (Psi_t singular): ``"own"`` each method's own rule (BT-UCB and TS greedy, the others
     random edges: docs/baselines.md), ``"random"`` a uniformly random edge, ``"greedy"`` the greedy
     item against a uniform neighbour, the same for every method.  RB, ERA and ETA never need Phi."""
+    time_limit: object = None
+    """Seconds one replication may run on a Ray worker; a replication still running then is stopped
+    and recorded as failed (None: no limit).  It changes no stored number, so it is not part of a
+    study's fingerprint."""
 
     def __post_init__(self):
         check.integer("n_items", self.n_items, low=2)
@@ -113,26 +124,38 @@ class Setting:
         check.integer("T", self.T, low=1)
         check.integer("T0", self.T0, low=0)
         if self.T0 > self.T:
-            raise ValueError(f"T0 must lie in [0, T={self.T}], got T0={self.T0}")
+            raise ValueError(f"T0 must lie in [0, T={self.T}], got T0={self.T0} (T0 is 200, the paper's, unless "
+                             f"set: with a shorter horizon set it too, e.g. T0={round(0.4 * self.T)}, the paper's "
+                             "ratio T0 = 0.4 T)")
         check.integer("M", self.M, low=1)
         self.edge_probability  # validates p
         check.real("alpha", self.alpha, low=0.0, high=1.0, low_open=True, high_open=True)
-        check.real("context_mean", self.context_mean)
-        check.real("context_var", self.context_var, low=0.0)
-        check.real("init_var", self.init_var, low=0.0)
+        check.real("context_mean", self.context_mean, low=-MAX_SCALE, high=MAX_SCALE)
+        check.real("context_var", self.context_var, low=0.0, high=MAX_SCALE ** 2)
+        check.real("init_var", self.init_var, low=0.0, high=MAX_SCALE ** 2)
         if not (isinstance(self.init_mean, str) and self.init_mean == "item"):
-            check.real("init_mean", self.init_mean)
-        check.real("gamma", self.gamma, low=0.0, low_open=True)
-        check.real("c_lambda", self.c_lambda, low=0.0)
+            check.real("init_mean", self.init_mean, low=-MAX_SCALE, high=MAX_SCALE)
+        check.real("gamma", self.gamma, low=0.0, high=MAX_SCALE, low_open=True)
+        check.real("c_lambda", self.c_lambda, low=0.0, high=MAX_SCALE)
+        if self.time_limit is not None:
+            check.real("time_limit", self.time_limit, low=0.0, low_open=True)
         if self.tie_break not in TIE_BREAKS:
             raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
         check.integer("ci_every", self.ci_every, low=0)
         check.real("ci_level", self.ci_level, low=0.0, high=1.0, low_open=True, high_open=True)
         check.integer("max_graph_draws", self.max_graph_draws, low=1)
         check_replication_size(self.n_items, self.dim, self.T)  # before any truth is built
-        check.real("truth_scale", self.truth_scale, low=0.0, low_open=True)
+        check_environment_size(self.T, self.M, self.dim, self.n_items, self.edges is None)
+        check.real("truth_scale", self.truth_scale, low=0.0, high=MAX_SCALE, low_open=True)
+        for name in ("truth", "edges"):  # arrays are kept read-only: a policy sees the setting
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                object.__setattr__(self, name, _read_only(value))
         if not self.random_truth:
             truth = self.theta_star  # validates shape and finiteness
+            if np.abs(truth).max() > MAX_SCALE:
+                raise ValueError(f"truth has entries as large as {np.abs(truth).max():.3g}; at most {MAX_SCALE:g} "
+                                 "in absolute value (beyond, every comparison is decided with certainty)")
             check_truth_in_ball(truth, self.gamma)
         if self.graph not in GRAPHS:
             raise ValueError(f"graph must be one of {GRAPHS}, got {self.graph!r}")
@@ -140,6 +163,8 @@ class Setting:
             raise ValueError(f"warmup must be one of {WARMUPS}, got {self.warmup!r}")
         if self.edges is not None:
             check_edges(self.edges, self.n_items, connected=self.graph == "connected")
+        else:
+            check_graph_reachable(self.n_items, self.edge_probability, self.max_graph_draws, self.graph)
 
     @property
     def random_truth(self) -> bool:
@@ -205,6 +230,60 @@ class Setting:
         return out
 
 
+def _read_only(value):
+    """A read-only view of a private copy of an array field (its flag cannot be set back); the
+    value itself when it is not an array (its own check names the problem)."""
+    try:
+        array = np.array(value)
+    except (TypeError, ValueError):
+        return value
+    if array.dtype == object:
+        return value
+    array.flags.writeable = False
+    return array.view()
+
+
+def check_environment_size(T: int, M: int, dim: int, n_items: int, drawn_graph: bool) -> None:
+    """ValueError when the environment's draws, made up front, would clearly exceed memory: the
+    T x M outcome uniforms, the T x d contexts and, for an Erdos-Renyi graph, its n(n-1)/2
+    candidate pairs (indices and uniforms) and the n x n adjacency."""
+    uniforms = 8.0 * T * (M + dim)
+    graph = (24.0 * n_items * (n_items - 1) / 2 if drawn_graph else 0.0) + float(n_items) ** 2
+    if uniforms + graph > MEMORY_LIMIT_BYTES:
+        what = (f"M={M} with T={T}: the environment draws the T x M outcome uniforms up front" if uniforms >= graph
+                else f"n_items={n_items}: the environment draws the graph's n(n-1)/2 candidate edges up front")
+        raise ValueError(f"{what}, about {(uniforms + graph) / 2 ** 30:.3g} GiB of memory (limit "
+                         f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB): out of reach; reduce M, T or n_items")
+
+
+def _log_connected_bound(n: int, p: float, graph: str) -> float:
+    """An upper bound on log P(one G(n, p) draw is accepted): connected (a union bound over the
+    n^(n-2) spanning trees, and no isolated item 0) or, for ``graph="raw"``, having an edge."""
+    log_q = np.log1p(-p) if p < 1.0 else -np.inf
+    if graph == "raw":
+        return float(np.log(-np.expm1(n * (n - 1) / 2 * log_q))) if p < 1.0 else 0.0
+    trees = (n - 2) * np.log(n) + (n - 1) * np.log(p)
+    not_isolated = np.log(-np.expm1((n - 1) * log_q)) if p < 1.0 else 0.0
+    return float(min(0.0, trees, not_isolated))
+
+
+def check_graph_reachable(n: int, p: float, max_draws: int, graph: str) -> None:
+    """ValueError when drawing the Erdos-Renyi graph is clearly out of reach: it almost surely
+    fails within ``max_draws`` draws, or the draws it needs would take more than a day."""
+    log_accept = _log_connected_bound(n, p, graph)
+    accepted = "has an edge" if graph == "raw" else "is connected"
+    chance = f"a G(n={n}, p={p:.3g}) draw {accepted} with probability at most {np.exp(log_accept):.3g}"
+    if log_accept + np.log(max_draws) < np.log(1e-6):
+        raise ValueError(f"{chance}, so max_graph_draws={max_draws} draws would almost surely all fail; "
+                         "raise p (e.g. p='2log(n)/n'), or pass edges explicitly")
+    draws = min(float(max_draws), float(np.exp(min(-log_accept, 700.0))))
+    seconds = draws * GRAPH_SECONDS_PER_DRAW * max(1.0, n * n / 100.0)
+    if seconds > TIME_LIMIT_SECONDS:
+        raise ValueError(f"{chance}: drawing the graph would take about {draws:.3g} draws, "
+                         f"{seconds / 3600:.3g} CPU-hours per replication (limit {TIME_LIMIT_SECONDS / 3600:g} h); "
+                         "raise p or lower max_graph_draws, or pass edges explicitly")
+
+
 _LOG_DENSITY = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)?\*?log\(n\)/n")
 
 
@@ -215,21 +294,24 @@ def check_truth_in_ball(truth: np.ndarray, gamma: float) -> None:
                          "the stage-1 constraint set must contain theta*")
 
 
-SETTINGS = MappingProxyType({
+# The paper's settings; named settings of one's own join them (:mod:`study.simulation.named`).
+BUILTIN_SETTINGS = MappingProxyType({
     "A": Setting(name="A", n_items=5, dim=10, M=20, p=0.3, truth="paired", init_mean="item"),
     "B": Setting(name="B", n_items=10, dim=10, M=50, p=0.15, truth="identity", init_mean=0.0),
 })
+_NAMED = dict(BUILTIN_SETTINGS)
+SETTINGS = MappingProxyType(_NAMED)  # a live read-only view: the built-in and the registered settings
 
 
 def resolve_setting(setting, **overrides) -> Setting:
-    """A setting name or object, with overrides applied (validated)."""
+    """A setting name (built in or registered) or object, with overrides applied (validated)."""
     if isinstance(setting, Setting):
         base = setting
     elif isinstance(setting, str):
         if setting not in SETTINGS:
-            raise ValueError(f"unknown setting {setting!r}; allowed: {sorted(SETTINGS)}")
+            raise ValueError(f"unknown setting {setting!r}; allowed: {sorted(SETTINGS)} (name your own with "
+                             "study.register_setting or a settings file: docs/settings.md)")
         base = SETTINGS[setting]
     else:
         raise ValueError(f"setting must be a name in {sorted(SETTINGS)} or a Setting, got {type(setting).__name__}")
     return base.replace(**overrides) if overrides else base
-

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 BAD_FLAGS = [
-    ("regret", ["--settings", "C"], "invalid choice: 'C'"),
+    ("regret", ["--settings", "C"], "unknown setting 'C'"),
     ("regret", ["--methods", "UCB"], "unknown method 'UCB'"),
     ("coverage", ["--reps", "0"], "positive integer"),
     ("regret", ["--set", "T0=900"], "T0 must lie in"),

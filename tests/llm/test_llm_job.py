@@ -113,6 +113,11 @@ def test_byo_job_end_to_end(ray_session, tmp_path, monkeypatch):
     assert replay["n_models"] == 3 and replay["n_judgments"] == len(ROWS)
     for paths in figure_files(out, ["byo_regret", "byo_diagrams", "byo_diagrams_ci"]).values():
         assert all(p.stat().st_size > 1000 for p in paths)
+    # the diagrams' standard errors are stored and stated; --se sandwich recomputes them (judgments with ties)
+    assert str(np.load(figures.diagrams_path(out, "byo"))["se_method"]) == "model"
+    assert cli.main_llm(args + ["--reps", "2", "--figures-only", "--se", "sandwich"]) == 0
+    assert str(np.load(figures.diagrams_path(out, "byo"))["se_method"]) == "sandwich"
+    assert figures.load_diagram_panels(out, "byo")[2]["se_method"] == "sandwich"
 
     # the workers never read the file: the parsed judgments travel with the tasks
     plan = runner.make_plan("byo", reps=3, methods=["RB", "ETA"], overrides={"T": 40, "T0": 15},
@@ -144,6 +149,8 @@ def test_byo_job_end_to_end(ray_session, tmp_path, monkeypatch):
     (["--set", "init_var=1"], "fixed by the 'llm' replay"),
     (["--set", "T0=9000"], "T0 must lie in"),
     (["--figures-only", "--fresh"], "mutually exclusive"),
+    (["--arena", "--se", "sandwich"], "--se applies to the ranking diagrams of the llm and byo replays"),
+    (["--se", "robust"], "invalid choice: 'robust'"),
 ])
 def test_bad_input_rejected_in_process(tmp_path, capsys, extra, message):
     bad = write_judgments(tmp_path / "bad.csv", [r if k != 2 else (r[0], r[1], r[2], "x") for k, r in enumerate(ROWS)])

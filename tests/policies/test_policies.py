@@ -211,7 +211,10 @@ def test_registered_and_import_path_policies_run(monkeypatch):
     assert {tuple(sorted(p)) for p in zip(a.trajectory["major"], a.trajectory["other"])} <= set(map(tuple, a.edges.tolist()))
     prov = study.policy_provenance(path)
     assert prov["kind"] == "import" and prov["import_path"] == path
-    assert prov["source_sha256"] == hashlib.sha256(b"my_policy.py" + (REPO / "examples/my_policy.py").read_bytes()).hexdigest()
+    # the hash covers every module of the policy's package (examples/), each recorded by its own hash
+    assert prov["files"] == {f.relative_to(REPO).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()
+                             for f in (REPO / "examples").rglob("*.py")}
+    assert {"examples/__init__.py", "examples/my_policy.py"} <= set(prov["files"])
     assert study.policy_provenance("TS")["kind"] == "builtin"
 
 

@@ -53,3 +53,24 @@ class FailingReplicate:
         if int(seed) in self.fail_seeds:
             raise RuntimeError(f"injected failure for seed {seed}")
         return fake_replicate(setting, method, seed, self.sleep)
+
+
+class FailingPolicy:
+    """A user policy that raises at step 3 (the failure-report tests)."""
+
+    def __init__(self, setting):
+        pass
+
+    def select(self, step):
+        if step.t >= 3:
+            raise RuntimeError(f"deliberate failure at step {step.t}")
+        from study.policies import random_edge
+        return random_edge(step)
+
+
+def _named_setting():
+    from study.simulation.settings import SETTINGS
+    return SETTINGS["A"].replace(name="A-small", T=30, T0=12)
+
+
+NAMED_SETTING = _named_setting()  # a Setting given by import path (--settings engine_support:NAMED_SETTING)

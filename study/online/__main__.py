@@ -1,0 +1,78 @@
+"""``python -m study.online show FILE``: what a ranker's store holds, without changing it.
+
+Prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and ties) and
+the current ranking with CIs at the mean told context, and draws the ranking diagram over the
+told contexts as a PNG (uncertainty-aware while the CIs exist, the point version before).  Exit
+status 0, or 2 with a one-line message for a missing or foreign file or a bad flag.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .ranker import Ranker
+from .report import SE_TEXT, show_text
+
+MAX_DIAGRAM_ITEMS = 40  # beyond this a diagram is unreadable
+MAX_DIAGRAM_CONTEXTS = 2000  # the first distinct told contexts
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m study.online", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    show = commands.add_parser("show", help="counts, the ranking with CIs, the ranking diagram (PNG)")
+    show.add_argument("file", type=Path, help="the ranker's SQLite store")
+    show.add_argument("--se", choices=sorted(SE_TEXT), default="model",
+                      help="standard errors of the CIs: model (the paper's Phi_11) or sandwich (robust to ties)")
+    show.add_argument("--level", type=float, default=0.95, help="CI level (default 0.95)")
+    where = show.add_mutually_exclusive_group()
+    where.add_argument("--png", type=Path, help="where to draw the diagram (default: FILE's name + _diagram.png)")
+    where.add_argument("--no-png", action="store_true", help="draw no diagram")
+    return parser
+
+
+def told_contexts(ranker) -> np.ndarray:
+    X = ranker._read().rows.arrays()[2]
+    _, first = np.unique(X, axis=0, return_index=True)
+    return X[np.sort(first)[:MAX_DIAGRAM_CONTEXTS]]
+
+
+def show(args) -> int:
+    if not 0.0 < args.level < 1.0:
+        print(f"error: --level must lie in (0, 1), got {args.level}", file=sys.stderr)
+        return 2
+    try:
+        ranker = Ranker(args.file, readonly=True)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with ranker:
+        print(show_text(ranker, level=args.level, se=args.se))
+        if args.no_png or ranker.n_told == 0:
+            return 0
+        if ranker.config.n_items > MAX_DIAGRAM_ITEMS:
+            print(f"diagram: not drawn ({ranker.config.n_items} items; at most {MAX_DIAGRAM_ITEMS} make a "
+                  "readable one)")
+            return 0
+        png = args.png or args.file.with_name(args.file.name + "_diagram.png")
+        contexts = told_contexts(ranker)
+        kind = "uncertainty-aware"
+        try:
+            ranker.diagram(contexts, png, uncertainty=True, level=args.level, se=args.se)
+        except ValueError:  # no CIs yet (or a cycle among many items): the point version
+            kind = "point (no CIs yet)"
+            ranker.diagram(contexts, png, uncertainty=False)
+        print(f"diagram: {png} ({kind}, over {len(contexts)} told contexts)")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return show(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+"""What a ranker is created with, normalised so that it can be stored (JSON in the store's
+``meta`` table) and compared when the store is reopened.
+
+A reopened ranker continues exactly only with the arguments it was created with: every argument
+given on reopening must equal the stored one (floats compared exactly), and the ones not given are
+taken from the store.  The horizon ``T`` matters even online: the policy's exploration and UCB
+widths, the stage-2 ridge lambda_t = c_lambda sqrt(t M log T / n) and the shared uniforms (one
+(T, 4) stream) all depend on it, as in :func:`study.run_replication`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from ..core import _validate as check
+from ..simulation.graph import check_edges
+from ..simulation.settings import TIE_BREAKS, Setting
+
+DEFAULTS = {"policy": "RB", "T": 10_000, "M": 1, "alpha": 0.25, "gamma": 5.0, "c_lambda": 0.1, "tie_break": "nearest"}
+
+
+def default_T0(T: int) -> int:
+    """T0 = 0.4 T (the paper's 200 of 500), when not given."""
+    return (2 * T) // 5
+
+
+@dataclass(frozen=True)
+class Config:
+    """A ranker's arguments (see :class:`study.online.Ranker` for their meaning)."""
+
+    n_items: int
+    dim: int
+    items: tuple | None
+    policy: str
+    T: int
+    T0: int
+    M: int
+    alpha: float
+    gamma: float
+    c_lambda: float
+    tie_break: str
+    seed: dict  # {"entropy": int or list of ints, "spawn_key": [ints]}
+    edges: tuple | None  # None: every pair of items
+    theta0: tuple  # (n, d) nested tuples
+
+    # --- building ------------------------------------------------------------------------------
+    @classmethod
+    def from_arguments(cls, given: dict) -> "Config":
+        """A validated config from the creation arguments (None: the default)."""
+        g = {k: v for k, v in given.items() if v is not None}
+        if "items" in g and "n_items" not in g:
+            g["n_items"] = len(g["items"])
+        for name in ("n_items", "dim"):
+            if name not in g:
+                raise ValueError(f"a new ranker needs {name} (the store does not exist yet)")
+        n = check.integer("n_items", g["n_items"], low=2)
+        d = check.integer("dim", g["dim"], low=1)
+        values = {**DEFAULTS, **g}
+        T = check.integer("T", values["T"], low=1)
+        values["T0"] = g.get("T0", default_T0(T))
+        seed = g["seed"] if "seed" in g else np.random.SeedSequence()
+        values.update(n_items=n, dim=d, items=normal_items(g.get("items"), n), seed=normal_seed(seed),
+                      edges=normal_edges(g.get("edges"), n),
+                      theta0=normal_theta0(g.get("theta0", np.zeros((n, d))), n, d))
+        config = cls(**{f.name: values[f.name] for f in fields(cls)})
+        config.setting()  # validates T0, M, alpha, gamma, c_lambda, tie_break
+        return config
+
+    @classmethod
+    def from_json(cls, text: str) -> "Config":
+        raw = json.loads(text)
+        raw["items"] = None if raw["items"] is None else tuple(raw["items"])
+        raw["edges"] = None if raw["edges"] is None else tuple(tuple(e) for e in raw["edges"])
+        raw["theta0"] = tuple(tuple(row) for row in raw["theta0"])
+        return cls(**raw)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def differences(self, given: dict) -> list[str]:
+        """'name: stored X, given Y' for every given (not None) argument that differs."""
+        out = []
+        n, d = self.n_items, self.dim
+        for name, value in given.items():
+            if value is None:
+                continue
+            stored = getattr(self, name)
+            try:
+                normal = {"items": lambda v: normal_items(v, n), "seed": normal_seed,
+                          "edges": lambda v: normal_edges(v, n), "theta0": lambda v: normal_theta0(v, n, d)}.get(
+                    name, lambda v: v)(value)
+            except ValueError as exc:
+                out.append(f"{name}: {exc}")
+                continue
+            if isinstance(stored, float) and not isinstance(normal, bool):
+                same = isinstance(normal, (int, float)) and float(normal) == stored
+            else:
+                same = normal == stored
+            if not same:
+                out.append(f"{name}: stored {_short(stored)}, given {_short(normal)}")
+        return out
+
+    # --- what the loop needs -------------------------------------------------------------------
+    def edges_array(self) -> np.ndarray:
+        if self.edges is None:
+            return np.column_stack(np.triu_indices(self.n_items, k=1)).astype(np.int64)
+        return np.array(self.edges, dtype=np.int64).reshape(-1, 2)
+
+    def theta0_array(self) -> np.ndarray:
+        return np.array(self.theta0, dtype=float).reshape(self.n_items, self.dim)
+
+    def policy_seed(self) -> np.random.SeedSequence:
+        entropy = self.seed["entropy"]
+        return np.random.SeedSequence(entropy if isinstance(entropy, int) else list(entropy),
+                                      spawn_key=tuple(self.seed["spawn_key"]))
+
+    def setting(self) -> Setting:
+        """The :class:`study.Setting` the policy and the shared estimator read (T0, alpha, gamma,
+        c_lambda, tie-break, M, T, the graph); its truth is a placeholder (zeros): online there is none."""
+        return Setting(name="online", n_items=self.n_items, dim=self.dim, T=self.T, T0=self.T0, M=self.M,
+                       alpha=self.alpha, gamma=self.gamma, c_lambda=self.c_lambda, tie_break=self.tie_break,
+                       truth=np.zeros((self.n_items, self.dim)), edges=self.edges_array(), init_var=0.0, ci_every=0)
+
+    @property
+    def labels(self) -> list:
+        return list(self.items) if self.items is not None else [str(k) for k in range(self.n_items)]
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def normal_items(items, n: int):
+    if items is None:
+        return None
+    if isinstance(items, str):
+        raise ValueError("items must be a sequence of item names, not one string")
+    names = tuple(str(x) for x in items)
+    if len(names) != n:
+        raise ValueError(f"items has {len(names)} names but n_items = {n}")
+    if len(set(names)) != n:
+        raise ValueError("items must be distinct names")
+    return names
+
+
+def normal_seed(seed) -> dict:
+    if isinstance(seed, dict):
+        return {"entropy": seed["entropy"], "spawn_key": list(seed["spawn_key"])}
+    if isinstance(seed, np.random.SeedSequence):
+        if seed.pool_size != 4:
+            raise ValueError("seed: a SeedSequence with a non-default pool_size cannot be stored")
+        entropy = seed.entropy
+        entropy = int(entropy) if isinstance(entropy, (int, np.integer)) else [int(e) for e in entropy]
+        return {"entropy": entropy, "spawn_key": [int(k) for k in seed.spawn_key]}
+    try:
+        value = check.integer("seed", seed, low=0)
+    except ValueError:
+        raise ValueError(f"seed must be a non-negative integer or a numpy SeedSequence, got {seed!r}") from None
+    return {"entropy": value, "spawn_key": []}
+
+
+def normal_edges(edges, n: int):
+    """The edges as given (their order and orientation decide which edge a uniform picks, as in the
+    simulations), validated; None for every pair in ``np.triu_indices`` order."""
+    if edges is None:
+        return None
+    unique = check_edges(edges, n, connected=True)
+    given = np.asarray(edges).astype(np.int64)
+    if len(unique) != len(given):
+        raise ValueError("edges lists a pair twice")
+    if np.array_equal(given, np.column_stack(np.triu_indices(n, k=1))):
+        return None  # every pair, in the default order
+    return tuple((int(a), int(b)) for a, b in given)
+
+
+def normal_theta0(theta0, n: int, d: int) -> tuple:
+    arr = check.finite_array("theta0", theta0, ndim=2, shape=(n, d))
+    return tuple(tuple(float(v) for v in row) for row in arr)
+
+
+__all__ = ["Config", "DEFAULTS", "TIE_BREAKS", "default_T0"]

@@ -1,0 +1,108 @@
+"""What a ranker shows: its CIs, its ranking at one context, its ranking diagram over a set of
+contexts (the paper's section "Applications to Language Model Ranking"), and the text of
+``python -m study.online show``.  Every table and figure with an interval names its standard
+errors: ``model`` (the paper's Phi_11) or ``sandwich`` (robust; :mod:`study.core.sandwich`)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from ..core import _validate as check
+from ..llm.diagrams import dominance, dominance_ci, draw_diagram, transitive_reduction
+
+SE_TEXT = {"model": "model-based SE (the paper's Phi_11, Bernoulli comparisons)",
+           "sandwich": "sandwich SE (robust: the comparisons' own variance, ties as half wins)"}
+
+
+def _unavailable(result) -> ValueError:
+    return ValueError("confidence intervals are not available yet: the told outcomes do not identify theta "
+                      f"(Psi_t is singular, condition number {result.condition:.3g}); tell more outcomes")
+
+
+def intervals(result, labels, level: float = 0.95) -> pd.DataFrame:
+    """One row per (item, dim): the debiased estimate, its SE and CI, and which SE it is."""
+    if not result.available:
+        raise _unavailable(result)
+    lower, upper = result.ci(level)
+    n, d = result.theta_d.shape
+    items, dims = np.meshgrid(np.arange(n), np.arange(d), indexing="ij")
+    frame = pd.DataFrame({"item": items.ravel(), "name": np.asarray(labels, dtype=object)[items.ravel()],
+                          "dim": dims.ravel(), "estimate": result.theta_d.ravel(), "se": result.se.ravel(),
+                          "lower": lower.ravel(), "upper": upper.ravel(), "level": level,
+                          "se_method": result.se_method})
+    frame.attrs["se_method"] = result.se_method
+    return frame
+
+
+def ranking(theta, result, x, labels, level: float = 0.95) -> pd.DataFrame:
+    """Items ranked by x'theta_i (best first), with the CI of x'theta_i from the debiased estimate."""
+    level = check.real("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
+    score = theta @ x
+    if result.available:
+        debiased = result.theta_d @ x
+        se = np.sqrt(np.maximum(result.spread(x), 0.0))
+    else:
+        debiased = se = np.full(len(score), np.nan)
+    half = norm.ppf(0.5 + level / 2.0) * se
+    order = np.argsort(-score, kind="stable")
+    frame = pd.DataFrame({"rank": np.arange(1, len(score) + 1), "item": order,
+                          "name": np.asarray(labels, dtype=object)[order], "score": score[order],
+                          "debiased": debiased[order], "se": se[order], "lower": (debiased - half)[order],
+                          "upper": (debiased + half)[order], "level": level, "se_method": result.se_method})
+    frame.attrs["se_method"] = result.se_method
+    return frame
+
+
+def diagram(theta, result, contexts, labels, *, path=None, level=0.95, threshold=0.95, title=None):
+    """The reduced adjacency of the ranking diagram (point version when ``result`` is None);
+    drawn to ``path`` when given."""
+    if result is None:
+        adjacency = dominance(theta, contexts, threshold)
+        rule = f"x'theta_i > x'theta_j for > {threshold:.0%} of the {len(contexts)} contexts"
+    else:
+        if not result.available:
+            raise _unavailable(result)
+        adjacency = dominance_ci(result.theta_d, result.phi11, contexts, threshold, level)
+        rule = (f"the {level:.0%} CI of x'(theta_i - theta_j) lies above 0 for > {threshold:.0%} of the "
+                f"{len(contexts)} contexts; {SE_TEXT[result.se_method]}")
+    reduced = transitive_reduction(adjacency)
+    if path is not None:
+        import matplotlib
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        n = len(labels)
+        fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * n), 4.2))
+        draw_diagram(ax, adjacency, labels, (contexts @ theta.T).mean(axis=0), title=title)
+        fig.text(0.5, 0.01, f"Arrow i -> j: {rule}. Transitive reduction; best at the top.", ha="center",
+                 va="bottom", fontsize=7, wrap=True)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+    return reduced
+
+
+def show_text(ranker, *, level: float = 0.95, se: str = "model") -> str:
+    """The text of ``python -m study.online show``: the arguments, the counts, the ranking with CIs
+    at the mean told context."""
+    c = ranker.config
+    counts = ranker.counts()
+    lines = [f"{ranker.path}: an online ranker (study.online)",
+             f"  items: {c.n_items}, context dimension d = {c.dim}, "
+             f"graph: {'every pair' if c.edges is None else f'{len(c.edges)} pairs'}",
+             f"  policy {c.policy}; T = {c.T}, T0 = {c.T0}, M = {c.M}, alpha = {c.alpha:g}, gamma = {c.gamma:g}, "
+             f"c_lambda = {c.c_lambda:g}, tie-break {c.tie_break}",
+             f"  asked {counts['asked']}: told {counts['told']}, open {counts['open']}, expired {counts['expired']}; "
+             f"{counts['comparisons']} comparisons told, {counts['ties']} of them ties"]
+    if counts["asked"] == 0:
+        return "\n".join(lines + ["  nothing asked yet"])
+    x = ranker.mean_context()
+    table = ranker.ranking(x, level=level, se=se)
+    lines.append(f"Ranking at the mean told context (x = {np.array2string(x, precision=3, max_line_width=200)}), "
+                 f"{level:.0%} CIs of x'theta_i, {SE_TEXT[se]}:")
+    if table["se"].isna().all():
+        lines.append("  (no CIs yet: the told outcomes do not identify theta)")
+    with pd.option_context("display.width", 200, "display.max_rows", 500):
+        lines.append(table.drop(columns=["level", "se_method"]).to_string(index=False, float_format="%.4f"))
+    return "\n".join(lines)
