@@ -5,15 +5,22 @@ over the items that have a neighbour, and its opponent is a uniformly random nei
 shared estimator (the paper's two-stage MLE) is refitted by the study after every step, exactly
 as for the built-in methods, so only the choice of the pair differs.
 
-Run it beside the paper's methods, from the repository root; ``PYTHONPATH=.`` makes ``examples``
-importable in the driver and in the local Ray workers (a script's path does not include the
-working directory):
+First check it against the policy contract (only edges, deterministic under a seed, no writes into
+what it reads, valid before Phi exists and on a disconnected graph, picklable for Ray, fast enough):
+every failed check is named (``python examples/my_policy.py`` does this)::
+
+    import study
+    from examples.my_policy import Boltzmann
+    print(study.check_policy(Boltzmann))          # raises study.PolicyCheckError naming each failure
+
+Then run it beside the paper's methods, from the repository root; ``PYTHONPATH=.`` makes
+``examples`` importable in the driver and in the local Ray workers (a script's path does not
+include the working directory):
 
     PYTHONPATH=. python jobs/regret.py --methods RB examples.my_policy:Boltzmann --out outputs-mine
 
 In Python (from the repository root):
 
-    import study
     study.run_replication("A", "examples.my_policy:Boltzmann", seed=0)
     study.register_policy("boltzmann", Boltzmann)      # a short name, this process only
     study.run_replication("A", "boltzmann", seed=0)
@@ -50,3 +57,9 @@ class Boltzmann:
         major = int(step.rng.choice(len(weights), p=weights / weights.sum()))
         explored = major != int(np.argmax(scores))
         return Choice(major, uniform_neighbour(step, major), explored)
+
+
+if __name__ == "__main__":
+    import study
+
+    print(study.check_policy(Boltzmann))

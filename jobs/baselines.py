@@ -1,5 +1,6 @@
-"""Beyond the paper: the paper's five methods against four contextual dueling-bandit baselines on
-Settings A and B and the LLM-ranking replay, then figures and the summary table.
+"""Beyond the paper: the paper's five methods against nine baselines (docs/baselines.md) on Settings A
+and B under both warm-up protocols (studies baselines_random, baselines_greedy) and on the LLM-ranking
+replay (llm_baselines), then figures, the summary table and the verdicts (OUT/verdicts.md).
 `python jobs/baselines.py --help` for the flags.  A thin wrapper over study.cli."""
 import sys
 

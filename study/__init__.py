@@ -17,6 +17,7 @@ from ._version import __version__
 from .core import BootstrapResult, DebiasResult, bootstrap, debias, fit_btl
 from .policies import (ALL_METHODS, BASELINES, METHODS, Choice, Policy, Step, policy_provenance, register_policy,
                        resolve_methods)
+from .policies.checks import PolicyCheckError, PolicyCheckReport, check_policy
 from .results import load
 from .simulation.replication import run_environment, run_replication
 from .simulation.result import ReplicationResult
@@ -24,6 +25,7 @@ from .simulation.named import load_settings_file, register_setting, unregister_s
 from .simulation.settings import SETTINGS, Setting, resolve_setting
 
 __all__ = ["METHODS", "BASELINES", "ALL_METHODS", "Policy", "Step", "Choice", "register_policy", "resolve_methods",
+           "check_policy", "PolicyCheckReport", "PolicyCheckError",
            "policy_provenance", "SETTINGS", "Setting", "resolve_setting", "fit_btl", "debias", "DebiasResult",
            "bootstrap", "BootstrapResult", "run_replication", "run_environment", "ReplicationResult", "load", "__version__"]
 __all__ += ["register_setting", "unregister_setting", "load_settings_file"]  # named settings (docs/settings.md)

@@ -31,11 +31,12 @@ from .policies import ALL_METHODS
 from .results.figures import draw_all, draw_study, replay_figures
 from .results.storage import StorageError, parts, dataset_dirs, study_lock
 from .results.summary import write_summary
-from .runner import (BASELINE_STUDIES, DEFAULT_SEED, STUDIES, STUDY_NAMES, ConfigMismatch, RunOptions, check_stored,
-                     connect, make_plan, max_local_cpus, run_study)
+from .results.verdicts import write_verdicts
+from .runner import (BASELINE_STUDIES, DEFAULT_BASELINE_STUDIES, DEFAULT_SEED, STUDIES, STUDY_NAMES, WARMUP_STUDIES,
+                     ConfigMismatch, RunOptions, check_stored, connect, make_plan, max_local_cpus, run_study)
 from .runner.panels import store_diagram_panels
 from .simulation.named import load_settings_file
-from .simulation.settings import BUILTIN_SETTINGS
+from .simulation.settings import BUILTIN_SETTINGS, WARMUPS
 
 DEFAULT_OUT = "outputs"
 INIT_TIMEOUT = 30.0  # seconds to join a cluster given with --address before giving up (exit 1)
@@ -119,12 +120,15 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     LLM-ranking job: studies ``llm``, ``arena`` and ``byo``)."""
     if study == "baselines":
         description = ("Beyond the paper: the paper's five methods against the contextual dueling-bandit "
-                       "baselines TS, MaxInP, CoLSTIM and RB-UA, on Settings A and B (study 'baselines') and on "
-                       "the LLM-ranking replay (study 'llm_baselines'), then figures (regret, pair regret, error) "
-                       "and the summary table.  Cells identical to the regret study's (the paper's methods, same "
-                       "seeds) are copied from --out instead of recomputed.")
-        default_reps = "baselines 200, llm_baselines 50"
-        default_methods = " ".join(STUDIES["baselines"].methods)
+                       "baselines on Settings A and B under both warm-up protocols (studies 'baselines_random' and "
+                       "'baselines_greedy': what a method whose rule needs Phi does before Phi exists) and on the "
+                       "LLM-ranking replay (study 'llm_baselines', each method's own warm-up), then figures (regret, "
+                       "pair regret, error), the summary table and the verdicts (DIR/verdicts.md: a winner is "
+                       "stated only where it holds under both warm-ups).  --set warmup=W runs Settings A and B "
+                       "under W alone (study baselines_W; 'own': study 'baselines') and the replay under W.  Cells "
+                       "identical to another study's in --out (same seeds) are copied instead of recomputed.")
+        default_reps = "baselines_* 200, llm_baselines 50"
+        default_methods = " ".join(STUDIES["baselines_random"].methods)
     elif study == "paper":
         description = ("Run the paper's whole Monte Carlo study -- regret, coverage and M-sweep -- then "
                        "draw every figure and write the summary table.")
@@ -188,8 +192,8 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED, metavar="S",
                         help=f"root seed; replication r of setting X gets a seed derived from (S, study, "
                              f"X, r) (default: {DEFAULT_SEED})")
-    fields = ("T, T0, M, alpha, gamma, c_lambda, tie_break, ci_every, ci_level" if study == "llm"
-              else "T, T0, M, p, alpha, gamma, c_lambda, tie_break, ci_every, init_var, ...")
+    fields = ("T, T0, M, alpha, gamma, c_lambda, tie_break, ci_every, ci_level, warmup" if study == "llm"
+              else "T, T0, M, p, alpha, gamma, c_lambda, tie_break, ci_every, init_var, warmup, ...")
     parser.add_argument("--set", dest="overrides", action="append", type=_set_pair, default=[],
                         metavar="KEY=VALUE",
                         help="override a Setting field for every setting (repeatable), e.g. a short horizon "
@@ -220,8 +224,9 @@ def build_parser(study: str) -> argparse.ArgumentParser:
         parser.add_argument("--studies", nargs="+", choices=list(STUDY_NAMES), default=list(STUDY_NAMES),
                             help="which studies to run (default: all three)")
     if study == "baselines":
-        parser.add_argument("--studies", nargs="+", choices=list(BASELINE_STUDIES), default=list(BASELINE_STUDIES),
-                            help="which studies to run (default: both)")
+        parser.add_argument("--studies", nargs="+", choices=list(BASELINE_STUDIES),
+                            help=f"which studies to run (default: {' '.join(DEFAULT_BASELINE_STUDIES)}; with "
+                                 "--set warmup=W: the A/B study of W and llm_baselines)")
     return parser
 
 
@@ -389,9 +394,22 @@ def main_baselines(argv=None, *, replicate=None) -> int:
     return _main_suite("baselines", argv, replicate)
 
 
+def _baseline_studies(parser, args) -> list:
+    """The studies of ``jobs/baselines.py``: ``--studies``, else both warm-up studies and the replay,
+    or, with ``--set warmup=W``, the A/B study of W and the replay (run under W)."""
+    warmup = dict(args.overrides).get("warmup")
+    if warmup is not None and (not isinstance(warmup, str) or warmup not in WARMUP_STUDIES):
+        parser.error(f"--set warmup: warmup must be one of {WARMUPS}, got {warmup!r}")
+    if args.studies is not None:
+        return list(args.studies)
+    return list(DEFAULT_BASELINE_STUDIES) if warmup is None else [WARMUP_STUDIES[warmup], "llm_baselines"]
+
+
 def _main_suite(name, argv, replicate) -> int:
     parser = build_parser(name)
     args = parser.parse_args(argv)
+    if name == "baselines":
+        args.studies = _baseline_studies(parser, args)
     plans = make_plans(parser, args, args.studies)
     start = time.perf_counter()
     try:
@@ -411,6 +429,8 @@ def _main_suite(name, argv, replicate) -> int:
             if status >= 2 or args.no_figures:
                 return status
             status = max(status, _draw(args.out))
+            if name == "baselines":
+                status = max(status, _write_verdicts(args.out))
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -429,6 +449,17 @@ def _draw(out, study=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _report_written(written, paths)
+    return 0
+
+
+def _write_verdicts(out) -> int:
+    """OUT/verdicts.md and .csv when both warm-up studies are stored (jobs/baselines.py)."""
+    try:
+        for path in write_verdicts(out):
+            print(f"wrote {path}", file=sys.stderr)
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

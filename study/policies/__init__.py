@@ -1,6 +1,8 @@
 """Policies: the :class:`Policy` protocol (:mod:`.base`), the paper's five methods (:mod:`.paper`),
-four baselines from the dueling-bandit literature (:mod:`.thompson`, :mod:`.maxinp`,
-:mod:`.colstim`, :mod:`.rb_ua`; docs/baselines.md) and the name registry (:mod:`.registry`).
+the baselines (:mod:`.thompson`, :mod:`.maxinp`, :mod:`.maxpair`, :mod:`.maxfirst`,
+:mod:`.colstim`, :mod:`.guro`, :mod:`.bald`, :mod:`.rb_ua`; docs/baselines.md), the warm-up protocol
+before Phi exists (:mod:`.warmup`), the name registry (:mod:`.registry`) and the check suite for any
+policy (:mod:`.checks`, ``study.check_policy``).
 
 A user policy needs no change to the package::
 
@@ -20,16 +22,25 @@ A user policy needs no change to the package::
 from ..simulation.seeds import policy_generator, stable_int
 from .base import (Choice, Policy, Step, argmax_neighbour, argmax_playable, available, pick, random_edge,
                    uniform_neighbour)
+from .bald import BALD
 from .colstim import CoLSTIM
+from .guro import GURO
+from .maxfirst import MaxFirstUCBNext
 from .maxinp import MaxInP
+from .maxpair import MaxPairUCB
 from .paper import EpsilonGreedy, ucb_width
 from .provenance import UnhashablePolicy
 from .rb_ua import UncertaintyAwareRB
-from .registry import (ALL_METHODS, BASELINES, BUILTIN, METHODS, check_method, make_policy, policy_provenance,
-                       register_policy, registered_policies, resolve_methods, resolve_policy, unregister_policy)
+from .registry import (ALL_METHODS, BASELINES, BUILTIN, METHODS, NEEDS_PHI, check_method, make_policy,
+                       policy_provenance, register_policy, registered_policies, resolve_methods, resolve_policy,
+                       unregister_policy)
 from .thompson import DoubleThompson
+from .warmup import greedy_step, warmup_choice, warmup_rule
 
-__all__ = ["Choice", "Policy", "Step", "EpsilonGreedy", "DoubleThompson", "MaxInP", "CoLSTIM", "UncertaintyAwareRB",
-           "METHODS", "BASELINES", "ALL_METHODS", "BUILTIN", "check_method", "register_policy", "unregister_policy", "registered_policies", "resolve_policy",
+__all__ = ["Choice", "Policy", "Step", "EpsilonGreedy", "DoubleThompson", "MaxInP", "MaxPairUCB", "MaxFirstUCBNext",
+           "CoLSTIM", "GURO", "BALD", "UncertaintyAwareRB",
+           "METHODS", "BASELINES", "ALL_METHODS", "BUILTIN", "NEEDS_PHI", "check_method", "register_policy",
+           "unregister_policy", "registered_policies", "resolve_policy",
            "resolve_methods", "make_policy", "policy_provenance", "UnhashablePolicy", "policy_generator", "random_edge",
-           "uniform_neighbour", "argmax_playable", "argmax_neighbour", "available", "pick", "stable_int", "ucb_width"]
+           "uniform_neighbour", "argmax_playable", "argmax_neighbour", "available", "pick", "stable_int", "ucb_width",
+           "greedy_step", "warmup_choice", "warmup_rule"]

@@ -7,7 +7,7 @@ Every step picks a major item i_t and an opponent j_t along an edge of the compa
 * otherwise i_t = argmax_i index_i(X_t) and j_t a uniform neighbour of i_t, where the index is
   X_t' theta_i(t-1) (greedy, paper eq. ``it``) or, for the UCB methods,
   X_t' theta_d_i(t-1) + sqrt(X_t' (Phi_11)_ii X_t) sqrt(2 log(nT)) once Phi is available
-  (greedy before).
+  (before: the warm-up rule of ``Setting.warmup``, greedy by default; :mod:`.warmup`).
 
 RB (Algorithm 1) explores for t <= T0; ERA always; ETA never; BT-UCB1 never (UCB index);
 BT-UCB2 explores for t <= T0 and uses the UCB index otherwise.  The argmax runs over the items
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Choice, Step, argmax_playable, available, random_edge, uniform_neighbour
+from .warmup import warmup_choice, warmup_rule
 
 
 def ucb_width(setting) -> float:
@@ -31,18 +32,20 @@ def ucb_width(setting) -> float:
 class EpsilonGreedy:
     """Explore with probability t^-alpha for t <= ``explore_until``; otherwise the argmax of the
     greedy index X_t' theta_i(t-1), or of the UCB index when ``ucb_width`` is set, against a
-    uniform neighbour."""
+    uniform neighbour.  With the UCB index, a non-exploring step while Phi does not exist follows
+    ``warmup`` (``"greedy"``, the paper's BT-UCB, or ``"random"``: :mod:`.warmup`)."""
 
     name: str
     explore_until: int
     alpha: float
     ucb_width: float | None = None
+    warmup: str = "greedy"
 
     @property
     def prefix_key(self):
         """Policies of this family with equal keys choose identically while both explore alike,
         i.e. for t <= min(explore_until) (see study.simulation.replication.run_environment_methods)."""
-        return (type(self).__qualname__, self.alpha, self.ucb_width)  # a subclass may choose differently
+        return (type(self).__qualname__, self.alpha, self.ucb_width, self.warmup)  # a subclass may choose differently
 
     @property
     def prefix_until(self) -> int:
@@ -62,6 +65,8 @@ class EpsilonGreedy:
     def select(self, step: Step) -> Choice:
         if self.explores(step.t, step.coin):
             return random_edge(step)
+        if self.ucb_width is not None and available(step) is None:
+            return warmup_choice(step, self.warmup)
         major = argmax_playable(step, self.index(step))
         return Choice(major, uniform_neighbour(step, major), False)
 
@@ -82,10 +87,11 @@ def eta(setting) -> EpsilonGreedy:
 
 
 def bt_ucb1(setting) -> EpsilonGreedy:
-    """BT-UCB1: the UCB index at every step (greedy while Phi is not available)."""
-    return EpsilonGreedy("BT-UCB1", 0, setting.alpha, ucb_width(setting))
+    """BT-UCB1: the UCB index at every step (greedy while Phi is not available, or the
+    ``Setting.warmup`` rule)."""
+    return EpsilonGreedy("BT-UCB1", 0, setting.alpha, ucb_width(setting), warmup_rule(setting, "greedy"))
 
 
 def bt_ucb2(setting) -> EpsilonGreedy:
     """BT-UCB2: epsilon-greedy (t^-alpha) with the UCB index up to T0, the UCB index after."""
-    return EpsilonGreedy("BT-UCB2", setting.T0, setting.alpha, ucb_width(setting))
+    return EpsilonGreedy("BT-UCB2", setting.T0, setting.alpha, ucb_width(setting), warmup_rule(setting, "greedy"))

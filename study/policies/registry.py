@@ -6,18 +6,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._util import import_object, sha256_files
-from .colstim import colstim
+from .bald import bald
+from .colstim import colstim, colstim_rev
+from .guro import guro
+from .maxfirst import max_first_ucb_next
 from .maxinp import maxinp
+from .maxpair import max_pair_ucb
 from .paper import bt_ucb1, bt_ucb2, era, eta, rb
 from .provenance import UnhashablePolicy, hash_source
 from .rb_ua import rb_ua
 from .thompson import thompson
 
 METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")  # the paper's five
-BASELINES = ("TS", "MaxInP", "CoLSTIM", "RB-UA")  # from the dueling-bandit literature (docs/baselines.md)
+# from the dueling-bandit literature and this project (docs/baselines.md)
+BASELINES = ("TS", "MaxInP", "MaxPairUCB", "MaxFirstUCBNext", "CoLSTIM", "CoLSTIM-rev", "GURO", "BALD", "RB-UA")
 ALL_METHODS = METHODS + BASELINES
 BUILTIN = {"RB": rb, "ERA": era, "ETA": eta, "BT-UCB1": bt_ucb1, "BT-UCB2": bt_ucb2,
-           "TS": thompson, "MaxInP": maxinp, "CoLSTIM": colstim, "RB-UA": rb_ua}
+           "TS": thompson, "MaxInP": maxinp, "MaxPairUCB": max_pair_ucb, "MaxFirstUCBNext": max_first_ucb_next,
+           "CoLSTIM": colstim, "CoLSTIM-rev": colstim_rev, "GURO": guro, "BALD": bald, "RB-UA": rb_ua}
+# the methods whose rule needs Phi, so that Setting.warmup applies to them (study.policies.warmup)
+NEEDS_PHI = ("BT-UCB1", "BT-UCB2", "TS", "MaxInP", "MaxPairUCB", "MaxFirstUCBNext", "CoLSTIM", "CoLSTIM-rev",
+             "GURO", "BALD")
 assert tuple(BUILTIN) == ALL_METHODS
 _REGISTERED: dict = {}
 _UNHASHABLE_ALLOWED: set = set()  # registered names whose source may go unhashed (the user opted in)

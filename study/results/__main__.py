@@ -1,7 +1,9 @@
 """``python -m study.results verify OUT [STUDY ...]``, ``python -m study.results drop-damaged OUT STUDY``
 and ``python -m study.results failures OUT [STUDY ...]``: check a study directory's parts against
 their checksums, set the damaged batches aside so that rerunning the study's command recomputes
-them, or print the stored tracebacks of failed replications."""
+them, or print the stored tracebacks of failed replications.  ``python -m study.results verdicts
+OUT`` writes the verdict table of the baselines comparison (:mod:`.verdicts`) to OUT/verdicts.md
+and .csv."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +13,7 @@ from pathlib import Path
 from .errors import RECOVERY_COMMAND, StorageError, recovery_hint
 from .files import COMMITS
 from .storage import drop_damaged, load, verify
+from .verdicts import CLAIMS, WARMUP_STUDIES, Z, write_verdicts
 
 
 def _studies_in(out: Path) -> list:
@@ -30,6 +33,14 @@ def main(argv=None) -> int:
     d = sub.add_parser("drop-damaged", help="move damaged batches to <study>/_damaged/ (then rerun the command)")
     d.add_argument("out")
     d.add_argument("study")
+    w = sub.add_parser("verdicts", help="write OUT/verdicts.md and .csv: paired differences per warm-up, and the "
+                                        "verdicts that hold under every warm-up")
+    w.add_argument("out")
+    w.add_argument("--studies", nargs="+", default=list(WARMUP_STUDIES), metavar="STUDY",
+                   help=f"the studies to compare, one per warm-up (default: {' '.join(WARMUP_STUDIES)})")
+    w.add_argument("--z", type=float, default=Z, help=f"paired SEs a winner must lead by (default {Z:g})")
+    w.add_argument("--pairs", nargs="+", metavar="A:B", default=[f"{a}:{b}" for a, b in CLAIMS],
+                   help="pairs of methods to compare (default: the README's claims)")
     f = sub.add_parser("failures", help="print the failed replications of every (or the named) study, with their "
                                         "tracebacks (the next run of the study's command retries them)")
     f.add_argument("out")
@@ -40,6 +51,18 @@ def main(argv=None) -> int:
     if not out.is_dir():
         parser.error(f"{out} is not a directory")
     try:
+        if args.command == "verdicts":
+            missing = [s for s in args.studies if s not in _studies_in(out)]
+            if missing:
+                print(f"error: {out} holds no study {missing} (run jobs/baselines.py first)", file=sys.stderr)
+                return 2
+            pairs = [tuple(p.split(":", 1)) for p in args.pairs]
+            if any(len(p) != 2 or not all(p) for p in pairs):
+                parser.error(f"--pairs takes METHOD:METHOD, got {args.pairs}")
+            for path in write_verdicts(out, args.studies, args.z, pairs):
+                print(f"wrote {path}")
+            print((out / "verdicts.md").read_text())
+            return 0
         if args.command == "failures":
             return print_failures(out, args.studies or _studies_in(out), args.limit)
         if args.command == "drop-damaged":

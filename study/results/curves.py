@@ -26,7 +26,8 @@ PAPER_STYLE = {  # the paper's five keep these in every figure
     "BT-UCB1": {"color": "#ff7f0e", "lw": 1.6, "zorder": 4, "label": "BT-UCB1", "marker": "D"},
     "BT-UCB2": {"color": "#9467bd", "lw": 1.6, "zorder": 4, "label": "BT-UCB2", "marker": "v"},
 }
-LABELS = {"TS": "TS (two-draw Thompson)", "RB-UA": "RB-UA (uncertainty-aware opponent)"}
+LABELS = {"TS": "TS (two-draw Thompson)", "RB-UA": "RB-UA (uncertainty-aware opponent)",
+          "CoLSTIM-rev": "CoLSTIM-rev (coin reversed)"}
 # colours for every other method, distinct from the paper's five and from the grey of context lines;
 # one per method across a figure's rows (a figure with more methods than colours repeats them,
 # with other markers)

@@ -4,14 +4,16 @@ Trajectories::
 
     study str, setting str, method str, M int32, T0 int32, T int32, rep int32, seed int64,
     t int32, major int32, other int32, explored bool, regret float64, avg_regret float64,
-    rel_error float64, pair_regret float64, avg_pair_regret float64
+    rel_error float64, pair_regret float64, avg_pair_regret float64, before_phi bool
 
 ``setting`` is the base setting name ("A", "B"); overrides given with ``--set`` are recorded in the
 manifest.  ``major``/``other`` are the compared items (0-based), ``explored`` marks an exploration
 step, ``regret`` the per-step regret, ``avg_regret`` R(t) = (1/t) sum_{s<=t} regret_s,
 ``rel_error`` max_i ||theta*_i - theta_i(t)|| / max_i ||theta*_i||, ``pair_regret`` the regret of
 the compared pair ((x'theta*_best - x'theta*_i) + (x'theta*_best - x'theta*_j)) / 2 and
-``avg_pair_regret`` its running average.  Intervals (one row per grid time, item and dimension
+``avg_pair_regret`` its running average, ``before_phi`` whether the policy asked for Phi at step t
+and Psi_t was singular (its warm-up rule chose the pair; null in parts stored before the column
+existed, which still load).  Intervals (one row per grid time, item and dimension
 from the first grid time the debiased CI exists)::
 
     study str, setting str, method str, M int32, rep int32, seed int64, t int32, item int32,
@@ -32,7 +34,7 @@ TRAJECTORY_SCHEMA = pa.schema([
     ("M", _INT32), ("T0", _INT32), ("T", _INT32), ("rep", _INT32), ("seed", pa.int64()),
     ("t", _INT32), ("major", _INT32), ("other", _INT32), ("explored", pa.bool_()),
     ("regret", pa.float64()), ("avg_regret", pa.float64()), ("rel_error", pa.float64()),
-    ("pair_regret", pa.float64()), ("avg_pair_regret", pa.float64()),
+    ("pair_regret", pa.float64()), ("avg_pair_regret", pa.float64()), ("before_phi", pa.bool_()),
 ])
 INTERVAL_SCHEMA = pa.schema([
     ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),

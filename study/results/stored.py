@@ -12,7 +12,8 @@ from .errors import StorageError
 from .files import COMMITS, read_manifest
 
 FAMILY_ORDER = ("regret", "coverage", "msweep", "replay", "baselines")
-STUDY_ORDER = ("regret", "coverage", "msweep", "llm", "arena", "byo", "baselines", "llm_baselines")
+STUDY_ORDER = ("regret", "coverage", "msweep", "llm", "arena", "byo", "baselines_random", "baselines_greedy",
+               "baselines", "llm_baselines")
 # manifests written before they recorded "figures" and "title": (family, title) by study name
 _BEFORE_FIELDS = {
     "regret": ("regret", "Regret study (paper Figure 1)"),

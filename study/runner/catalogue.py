@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..policies import ALL_METHODS, METHODS
+from ..policies import ALL_METHODS, BASELINES, METHODS
 
 DEFAULT_SEED = 20250101
 STUDY_NAMES = ("regret", "coverage", "msweep")  # the paper's simulation studies (jobs/paper.py)
 REPLAY_STUDIES = ("llm", "arena", "byo")  # the LLM-ranking application (jobs/llm_ranking.py)
-BASELINE_STUDIES = ("baselines", "llm_baselines")  # jobs/baselines.py
+# jobs/baselines.py: A and B under each warm-up protocol (Setting.warmup), and the LLM replay
+WARMUP_STUDIES = {"random": "baselines_random", "greedy": "baselines_greedy", "own": "baselines"}
+BASELINE_STUDIES = ("baselines_random", "baselines_greedy", "llm_baselines", "baselines")
+DEFAULT_BASELINE_STUDIES = ("baselines_random", "baselines_greedy", "llm_baselines")  # a verdict needs both
 # The simulation studies share their replications' seeds; the namespace is the regret study's, so
 # that its replications (and so every earlier reference of it) stay what they were.
 PAPER_SEED_NAMESPACE = "regret"
@@ -55,6 +58,15 @@ def _replay(setting, title, description, *, methods=METHODS, figures="replay", s
     return StudyDefaults(settings=(setting,), methods=methods, reps=50, overrides={"ci_every": 0}, figures=figures,
                          title=title, description=description, source=_REPLAY_SOURCE, seed_namespace=seed_namespace)
 
+def _baselines(warmup, title, rule):
+    """A baselines study of Settings A and B under one warm-up protocol, 200 replications (the paper's)."""
+    return StudyDefaults(
+        title=title, settings=("A", "B"), methods=ALL_METHODS, reps=200, figures="baselines",
+        overrides={"ci_every": 0, "warmup": warmup}, seed_namespace=PAPER_SEED_NAMESPACE,
+        description=f"The paper's five methods against the baselines ({', '.join(BASELINES)}), Settings A and B; "
+                    f"warm-up {warmup!r}: {rule} (docs/baselines.md).")
+
+
 STUDIES = {
     "regret": StudyDefaults(
         title="Regret study (paper Figure 1)",
@@ -78,12 +90,16 @@ STUDIES = {
                      "Chatbot Arena replay: 129 models, real human votes, d = 1."),
     "byo": _replay("byo", "Bring-your-own judgments replay",
                    "Bring-your-own judgments replay (a CSV/Parquet file of pairwise judgments)."),
-    "baselines": StudyDefaults(
-        title="Beyond the paper: the literature's baselines, Settings A and B (docs/baselines.md)",
-        settings=("A", "B"), methods=ALL_METHODS, reps=200, overrides={"ci_every": 0}, figures="baselines",
-        seed_namespace=PAPER_SEED_NAMESPACE,
-        description="The paper's five methods against four contextual dueling-bandit baselines (TS, MaxInP, "
-                    "CoLSTIM, RB-UA), Settings A and B (docs/baselines.md)."),
+    "baselines_random": _baselines(
+        "random", "Beyond the paper: the baselines, Settings A and B, warm-up 'random' (docs/baselines.md)",
+        "every method whose rule needs Phi plays uniformly random edges until Phi exists"),
+    "baselines_greedy": _baselines(
+        "greedy", "Beyond the paper: the baselines, Settings A and B, warm-up 'greedy' (docs/baselines.md)",
+        "every method whose rule needs Phi plays the greedy item against a uniform neighbour until Phi exists"),
+    "baselines": _baselines(
+        "own", "Beyond the paper: the baselines, Settings A and B, each method's own warm-up (docs/baselines.md)",
+        "each method keeps its own rule until Phi exists (BT-UCB and TS greedy, the others random edges): not "
+        "one protocol, so no verdict is drawn from it alone"),
     "llm_baselines": _replay("llm", "Beyond the paper: the literature's baselines on the LLM replay (GENERATED judgments)",
                              "The paper's methods and the baselines on the LLM-ranking replay (GENERATED judgments; "
                              "docs/baselines.md).", methods=ALL_METHODS, figures="baselines", seed_namespace="llm"),
@@ -92,8 +108,8 @@ STUDIES = {
 
 def seed_namespace(study: str) -> str:
     """The seed namespace of ``study``: ``"regret"`` for the simulation studies and the baselines
-    study (so replication r of setting A is the same environment in all of them, and identical
-    cells are computed once), the replayed study's for ``llm_baselines``, the study's own name
-    otherwise."""
+    studies of every warm-up (so replication r of setting A is the same environment in all of them,
+    differences between warm-ups are paired, and identical cells are computed once), the replayed
+    study's for ``llm_baselines``, the study's own name otherwise."""
     spec = STUDIES.get(study)
     return (spec.seed_namespace if spec is not None else None) or study

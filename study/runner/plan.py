@@ -195,6 +195,10 @@ def _check_overrides(spec, user: dict, m_values) -> dict:
         raise ValueError("the M-sweep sets M itself; use --m-values instead of overriding M")
     if m_values is not None and spec.m_values is None:
         raise ValueError("m_values applies to the msweep study only; override M with --set M=...")
+    own = spec.overrides.get("warmup")
+    if own is not None and "warmup" in user and user["warmup"] != own:
+        raise ValueError(f"this study runs warm-up {own!r} (its definition); --set warmup={user['warmup']} belongs to "
+                         "another study of jobs/baselines.py (baselines_random, baselines_greedy, baselines)")
     return user
 
 

@@ -26,6 +26,8 @@ from ..results.schema import INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
 
+# trajectory columns a result may lack (recorded as null): added after replicate hooks were written
+OPTIONAL_COLUMNS = ("before_phi",)
 _SETTING_CACHE: dict = {}
 _REMOTE = None
 
@@ -59,6 +61,8 @@ def trajectory_table(study, cell, setting, rep, seed, result) -> pa.Table:
     for f in TRAJECTORY_SCHEMA:
         if f.name in const:
             arrays.append(pa.array([const[f.name]] * n, type=f.type) if n else pa.array([], type=f.type))
+        elif f.name in OPTIONAL_COLUMNS and f.name not in traj:  # a replicate hook's result without it
+            arrays.append(pa.nulls(n, type=f.type))
         elif f.type == pa.bool_():
             arrays.append(pa.array(np.asarray(traj[f.name]).astype(bool)))
         else:

@@ -6,7 +6,9 @@ theta(t-1), the debiased estimate on demand, the policy's private generator), as
 :class:`study.Choice`, validates it (items in range, distinct, an edge), draws the M comparisons,
 calls the policy's optional ``update(step, choice, wins)`` and refits the estimator.  The debiased
 estimate at theta(t-1) is computed at most once per step, on first request (by the policy or by
-the CI grid at the end of step t-1), and shared.  On a disconnected graph (``graph="raw"``)
+the CI grid at the end of step t-1), and shared.  The trajectory's ``before_phi`` marks the steps
+at which the policy asked for the debiased estimate and Psi_t was singular (its warm-up rule chose
+the pair: :mod:`study.policies.warmup`).  On a disconnected graph (``graph="raw"``)
 cross-component contrasts are never identified, Psi_t is singular at every t, and the debiased
 estimate is reported as unavailable without a factorisation.
 """
@@ -109,7 +111,7 @@ class _SharedDebias:
     def __init__(self, estimate, graph):
         self.estimate = estimate
         self.result = None
-        self.policy_copy = None
+        self.policy_copy = None  # also: whether the policy asked for it since the last refit
         self.structurally_singular = not graph.connected
         self.shape = (graph.n_items, estimate.theta.shape[1])
 
@@ -174,6 +176,7 @@ class _Loop:
         self.major = np.zeros(T, dtype=np.int64)
         self.other = np.zeros(T, dtype=np.int64)
         self.explored = np.zeros(T, dtype=bool)
+        self.before_phi = np.zeros(T, dtype=bool)
         self.regret = np.zeros(T)
         self.pair_regret = np.zeros(T)
         self.rel_error = np.zeros(T)
@@ -203,6 +206,8 @@ class _Loop:
             step = Step(t, x, self.uniforms[t - 1], graph, estimate.theta, debiased.for_policy, rng=self.rng,
                         setting=setting)  # x and theta handed over as read-only copies (Step)
             choice = self.policy.select(step)
+            asked = debiased.policy_copy  # None unless the policy asked this step (reset by every refit)
+            self.before_phi[t - 1] = asked is not None and not asked.available
             major, other, explored = _checked(choice, self.method, t, graph)
             wins = env.compare(t, major, other)
             if update is not None:
@@ -245,7 +250,7 @@ class _Loop:
         trajectory = {"t": steps, "major": self.major, "other": self.other, "explored": self.explored,
                       "regret": self.regret, "avg_regret": np.cumsum(self.regret) / steps,
                       "rel_error": self.rel_error, "pair_regret": self.pair_regret,
-                      "avg_pair_regret": np.cumsum(self.pair_regret) / steps}
+                      "avg_pair_regret": np.cumsum(self.pair_regret) / steps, "before_phi": self.before_phi}
         return ReplicationResult(setting=self.setting, method=self.method, seed=self.seed, trajectory=trajectory,
                                  intervals=intervals, edges=np.asarray(self.env.edges),
                                  graph_draws=int(getattr(self.env, "graph_draws", 0)),
@@ -326,7 +331,7 @@ def run_replication(setting, method, seed, **overrides) -> ReplicationResult:
     >>> import study
     >>> r = study.run_replication("A", "RB", seed=7, T=40, T0=20)
     >>> r.to_frame()["trajectory"].shape
-    (40, 9)
+    (40, 10)
     """
     snapshot_times = overrides.pop("snapshot_times", ())
     factory = overrides.pop("policy", None)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 TRAJECTORY_COLUMNS = ("t", "major", "other", "explored", "regret", "avg_regret", "rel_error", "pair_regret",
-                      "avg_pair_regret")
+                      "avg_pair_regret", "before_phi")
 INTERVAL_COLUMNS = ("t", "item", "dim", "estimate", "se", "lower", "upper", "truth", "covered")
 INTERVAL_DTYPES = {name: np.int64 if name in ("t", "item", "dim") else (bool if name == "covered" else float)
                    for name in INTERVAL_COLUMNS}
@@ -23,7 +23,9 @@ class ReplicationResult:
     R(t) (``eq:regret``), ``rel_error`` max_i ||theta_i(t) - theta*_i|| / max_i ||theta*_i||,
     ``pair_regret`` the dueling literature's regret of the pair
     ((x'theta*_best - x'theta*_i) + (x'theta*_best - x'theta*_j)) / 2 and ``avg_pair_regret`` its
-    running average (all float64);
+    running average (all float64), ``before_phi`` (bool) whether the policy asked for the
+    debiased estimate at step t and Psi_t was singular (the step was its warm-up rule's; its sum is
+    the number of steps the method spent before Phi existed);
     ``intervals`` maps each name in ``INTERVAL_COLUMNS`` to equal-length arrays (one row per
     grid time, item and dimension, from the first grid time the debiased CI is available);
     ``edges`` is the (E, 2) comparison graph and ``graph_draws`` how many Erdos-Renyi draws it
@@ -48,7 +50,8 @@ class ReplicationResult:
 
     def to_frame(self) -> dict:
         """Tidy frames: ``{"trajectory": DataFrame, "intervals": DataFrame}``."""
-        trajectory = pd.DataFrame({name: self.trajectory[name] for name in TRAJECTORY_COLUMNS})
+        trajectory = pd.DataFrame({name: self.trajectory[name] for name in TRAJECTORY_COLUMNS
+                                   if name in self.trajectory})
         intervals = pd.DataFrame({name: self.intervals[name] for name in INTERVAL_COLUMNS})
         return {"trajectory": trajectory, "intervals": intervals}
 

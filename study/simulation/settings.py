@@ -15,6 +15,9 @@ from .graph import GRAPHS, check_edges
 
 TIE_BREAKS = ("nearest", "min_norm")
 TRUTHS = ("paired", "identity", "normal")
+# What a method whose rule needs Phi does while Phi does not exist (docs/baselines.md, "One warm-up
+# protocol"): its own rule, uniformly random edges, or the greedy item against a uniform neighbour.
+WARMUPS = ("own", "random", "greedy")
 # Scales beyond which a setting's numbers are rounding noise: a context mean of c adds c 1'theta_i
 # to every utility, which cancels between items only to within c * 1e-16 (c = 1e50 stored regrets
 # of 9e33), and parameters of this size saturate every comparison probability.
@@ -109,6 +112,11 @@ class Setting:
     """Erdos-Renyi draws allowed until the graph is connected."""
     graph: str = "connected"
     """``"connected"`` (redraw until connected, the paper's protocol) or ``"raw"`` (one draw)."""
+    warmup: str = "own"
+    """What the methods whose rule needs Phi (BT-UCB1/2, TS, MaxInP, CoLSTIM, ...) do while Phi does
+    not exist (Psi_t singular): ``"own"`` each method's own rule (BT-UCB and TS greedy, the others
+    random edges: docs/baselines.md), ``"random"`` a uniformly random edge, ``"greedy"`` the greedy
+    item against a uniform neighbour, the same for every method.  RB, ERA and ETA never need Phi."""
     time_limit: object = None
     """Seconds one replication may run on a Ray worker; a replication still running then is stopped
     and recorded as failed (None: no limit).  It changes no stored number, so it is not part of a
@@ -158,6 +166,8 @@ class Setting:
             check_truth_in_ball(truth, self.gamma)
         if self.graph not in GRAPHS:
             raise ValueError(f"graph must be one of {GRAPHS}, got {self.graph!r}")
+        if not isinstance(self.warmup, str) or self.warmup not in WARMUPS:
+            raise ValueError(f"warmup must be one of {WARMUPS}, got {self.warmup!r}")
         if self.edges is not None:
             check_edges(self.edges, self.n_items, connected=self.graph == "connected")
         else:

@@ -12,60 +12,11 @@ import pytest
 import study
 from study.simulation.environment import BTLEnvironment
 from study.simulation.graph import ComparisonGraph, is_connected
-from study.policies import (CoLSTIM, DoubleThompson, EpsilonGreedy, MaxInP, Step, UncertaintyAwareRB,
-                            policy_generator, resolve_methods)
+from study.policies import (CoLSTIM, DoubleThompson, EpsilonGreedy, MaxInP, UncertaintyAwareRB, policy_generator,
+                            resolve_methods)
+from policy_stubs import GRAPH, UNAVAILABLE, FixedGumbel, StubDebias, step  # tests/support
 
 REPO = Path(__file__).resolve().parents[2]
-X1 = np.array([1.0])  # d = 1, x = 1: the utility of item i is theta_i itself
-# n = 4: edges 0-1, 0-2, 1-2, 2-3; neighbours 0: {1, 2}, 1: {0, 2}, 2: {0, 1, 3}, 3: {2}
-GRAPH = ComparisonGraph.from_edges([(0, 1), (0, 2), (1, 2), (2, 3)], 4)
-
-
-class StubDebias:
-    """A debiased result set by hand: theta_d (n, d) and an explicit Phi_11 (nd, nd)."""
-
-    def __init__(self, theta_d, phi, available=True, draws=()):
-        self.theta_d = np.asarray(theta_d, dtype=float).reshape(len(theta_d), -1)
-        self.phi = np.asarray(phi, dtype=float)
-        self.available = available
-        self.draws = list(draws)  # what sample() returns, in order
-        self.z = []
-
-    def _vector(self, x, i, j=None):
-        n, d = self.theta_d.shape
-        a = np.zeros((n, d))
-        a[i] = x
-        if j is not None:
-            a[j] -= x
-        return a.ravel()
-
-    def spread(self, x):
-        return np.array([self._vector(x, i) @ self.phi @ self._vector(x, i) for i in range(len(self.theta_d))])
-
-    def pair_spread(self, x, pairs):
-        pairs = np.asarray(pairs).reshape(-1, 2)
-        return np.array([self._vector(x, i, j) @ self.phi @ self._vector(x, i, j) for i, j in pairs])
-
-    def sample(self, z):
-        self.z.append(np.array(z))
-        return np.asarray(self.draws.pop(0), dtype=float).reshape(self.theta_d.shape)
-
-
-class FixedGumbel:
-    def __init__(self, values):
-        self.values = np.asarray(values, dtype=float)
-
-    def gumbel(self, size):
-        assert size == len(self.values)
-        return self.values.copy()
-
-
-def step(debias, theta=(0.0, 0.0, 0.0, 0.0), t=50, uniforms=(0.99, 0.6, 0.7, 0.7), rng=None, graph=GRAPH):
-    return Step(t, X1, uniforms, graph, np.asarray(theta, dtype=float).reshape(-1, 1), lambda: debias,
-                rng=rng if rng is not None else np.random.default_rng(0))
-
-
-UNAVAILABLE = StubDebias(np.full(4, np.nan), np.full((4, 4), np.nan), available=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,9 +92,11 @@ def test_colstim_perturbed_first_and_optimistic_second_by_hand():
     phi = np.diag([0.01, 0.25, 0.04, 0.09])
     phi[0, 1] = phi[1, 0] = 0.1
     db = StubDebias([0.5, 0.4, 0.0, -0.9], phi)
-    choice = CoLSTIM(threshold=2.0, width=2.0).select(step(db, rng=FixedGumbel([0.0, 1.0, 5.0, 0.0])))
+    # (one perturbation per item: CoLSTIM-rev while p_t = 1, the coin-less implementations)
+    rev = CoLSTIM(threshold=2.0, width=2.0, shared_on_heads=False)
+    choice = rev.select(step(db, rng=FixedGumbel([0.0, 1.0, 5.0, 0.0])))
     assert tuple(choice) == (1, 2, False)
-    assert tuple(CoLSTIM(threshold=2.0, width=2.0).select(step(UNAVAILABLE))) == (2, 1, True)
+    assert tuple(rev.select(step(UNAVAILABLE))) == (2, 1, True)
 
 
 def test_isolated_item_is_never_the_major_item():
@@ -213,7 +166,7 @@ def test_pair_regret_columns():
     assert np.allclose(r.trajectory["avg_pair_regret"], np.cumsum(expected) / (t + 1))
     assert np.allclose(r.trajectory["regret"], best - utility[t, r.trajectory["major"]])
     frame = r.to_frame()["trajectory"]
-    assert list(frame.columns)[-3:] == ["rel_error", "pair_regret", "avg_pair_regret"]
+    assert list(frame.columns)[-4:] == ["rel_error", "pair_regret", "avg_pair_regret", "before_phi"]
     assert frame["pair_regret"].dtype == np.float64 and frame["avg_pair_regret"].dtype == np.float64
 
 

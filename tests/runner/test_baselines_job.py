@@ -1,5 +1,5 @@
-"""jobs/baselines.py: the nine methods on Settings A and B and the LLM replay, through the engine;
-user policies by import path; bad names refused before Ray."""
+"""jobs/baselines.py: every method on Settings A and B under both warm-ups and on the LLM replay,
+through the engine, with the verdict table; user policies by import path; bad names refused before Ray."""
 from __future__ import annotations
 
 import pandas as pd
@@ -51,7 +51,7 @@ def test_registered_policy_runs_on_the_workers(ray_session, tmp_path):
 def test_baselines_job_end_to_end_reuses_the_regret_cells(ray_session, tmp_path):
     out = str(tmp_path)
     assert cli.main("regret", ["--out", out, "--reps", "2", *TINY]) == 0
-    rc = cli.main_baselines(["--out", out, "--reps", "2", *TINY])
+    rc = cli.main_baselines(["--out", out, "--reps", "2", "--studies", "baselines", *TINY])
     assert rc == 0
     base = storage.load(out, "baselines")
     assert set(base.method) == set(study.ALL_METHODS) and base.rep.nunique() == 2
@@ -61,9 +61,41 @@ def test_baselines_job_end_to_end_reuses_the_regret_cells(ray_session, tmp_path)
     regret = storage.load(out, "regret").drop(columns="study")
     same = base[base.method.isin(study.METHODS)].drop(columns="study").reset_index(drop=True)
     pd.testing.assert_frame_equal(same, regret.reset_index(drop=True))
-    llm = storage.load(out, "llm_baselines")
-    assert set(llm.method) == set(study.ALL_METHODS)
     figures = {p.name for p in (tmp_path / "figures").glob("*.png")}
-    assert {"baselines_A.png", "baselines_B.png", "llm_baselines_llm.png"} <= figures
+    assert {"baselines_A.png", "baselines_B.png"} <= figures
     summary = (tmp_path / "summary.md").read_text()
     assert "pair R(T)" in summary and "CoLSTIM" in summary
+    assert not (tmp_path / "verdicts.md").exists()  # one warm-up only: no verdict
+
+
+def test_baselines_job_runs_both_warmups_the_replay_and_writes_the_verdicts(ray_session, tmp_path):
+    out = str(tmp_path)
+    assert cli.main_baselines(["--out", out, "--reps", "3", *TINY]) == 0
+    runs = {name: storage.load(out, name) for name in ("baselines_random", "baselines_greedy", "llm_baselines")}
+    for frame in runs.values():
+        assert set(frame.method) == set(study.ALL_METHODS) and frame["before_phi"].notna().all()
+    random, greedy = runs["baselines_random"], runs["baselines_greedy"]
+    # same environments: RB (which never asks for Phi) is the same table under both warm-ups
+    keep = ["setting", "rep", "t", "major", "other", "regret", "rel_error"]
+    pd.testing.assert_frame_equal(random[random.method == "RB"][keep].reset_index(drop=True),
+                                  greedy[greedy.method == "RB"][keep].reset_index(drop=True))
+    assert not random[random.method == "RB"]["before_phi"].any()
+    ts = random[random.method == "MaxInP"]
+    assert ts["before_phi"].any() and (ts["explored"] == ts["before_phi"]).all()  # random warm-up steps
+    assert not greedy[greedy.method == "MaxInP"]["explored"].any()  # greedy ones
+    text = (tmp_path / "verdicts.md").read_text()
+    assert "| A | R(T) |" in text and "Steps spent before Φ" in text and "random: " in text and "greedy: " in text
+    assert "## Pairs" in text and "| RB-UA − RB | A | R(T) |" in text
+    figures = {p.name for p in (tmp_path / "figures").glob("*.png")}
+    assert {"baselines_random_A.png", "baselines_greedy_B.png", "llm_baselines_llm.png"} <= figures
+
+
+def test_one_warmup_with_set(ray_session, tmp_path):
+    out = str(tmp_path)
+    rc = cli.main_baselines(["--out", out, "--reps", "1", "--settings", "A", "--methods", "TS", "RB",
+                             "--set", "warmup=greedy", *TINY])
+    assert rc == 0
+    assert {p.name for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(("figures", "_"))} \
+        >= {"baselines_greedy", "llm_baselines"} and not (tmp_path / "baselines_random").exists()
+    llm = storage.read_manifest(out, "llm_baselines")["fingerprint"]["cells"][0]["resolved_setting"]
+    assert llm["warmup"] == "greedy"
