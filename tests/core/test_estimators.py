@@ -230,7 +230,7 @@ def test_replication_result_frames_and_metrics():
     frames = r.to_frame()
     traj, ints = frames["trajectory"], frames["intervals"]
     assert list(traj.columns) == ["t", "major", "other", "explored", "regret", "avg_regret", "rel_error",
-                                  "pair_regret", "avg_pair_regret"]
+                                  "pair_regret", "avg_pair_regret", "before_phi"]
     assert len(traj) == 120 and (traj["regret"] >= -1e-12).all()
     assert np.allclose(traj["avg_regret"], np.cumsum(traj["regret"]) / traj["t"])
     if len(ints):
