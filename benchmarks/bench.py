@@ -9,6 +9,7 @@ step on the full trajectory, the way typical research code does it — with the 
     python -m benchmarks.bench --row-space    # stage 1's unidentified refits solved on the row space instead
     python -m benchmarks.bench --scale        # seconds per replication as n grows, current vs replaced core
     python -m benchmarks.bench --scale --long # long horizons (n = 10, 100, 1000 at T = 2000; n = 100 at T = 10000)
+    python -m benchmarks.bench --paper        # the paper study's sizes: current vs a reference commit, CPU s (paper_study.py)
 
 Run from the repository's root (the benchmarks are not installed with the package).
 """
@@ -31,6 +32,7 @@ from study.simulation.replication import run_environment
 from study.simulation.settings import SETTINGS
 
 from .legacy.estimator import Estimate as LegacyEstimate
+from .paper_study import print_paper
 from .previous.estimator import Estimate as PreviousEstimate
 
 
@@ -360,7 +362,14 @@ def main(argv=None):
                         "1000:2000 100:10000)")
     parser.add_argument("--previous-max", type=int, default=PREVIOUS_MAX_ITEMS_TIMES_T,
                         help="--long: run the previous core only where n T is at most this")
+    parser.add_argument("--paper", action="store_true",
+                        help="CPU s per replication at the paper study's sizes, current vs --ref (benchmarks/paper_study.py)")
+    parser.add_argument("--ref", default="2055c8d", help="--paper: the reference commit")
+    parser.add_argument("--rounds", type=int, default=2, help="--paper: rounds of alternating measurements")
     args = parser.parse_args(argv)
+    if args.paper:
+        args.reps = args.reps or 2
+        return print_paper(args)
     if args.scale and args.long:
         return print_long(args)
     if args.scale:

@@ -131,7 +131,7 @@ class DebiasResult:
             return self._nan(n)
         if "_cov" in self._cache:
             return np.einsum("d,ide,e->i", x, self._cache["_cov"], x)
-        columns = np.einsum("ai,e->aei", to_reduced(np.eye(n)), x).reshape((n - 1) * d, n)  # Q_i (x) x
+        columns = np.einsum("ai,e->aei", _contrast_rows(n), x).reshape((n - 1) * d, n)  # Q_i (x) x
         solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
         if info != 0:
             raise LinAlgError(f"dtrtrs failed (info={info})")
@@ -190,6 +190,18 @@ class DebiasResult:
         z = norm.ppf(0.5 + level / 2.0)
         half = z * self.se
         return self.theta_d - half, self.theta_d + half
+
+
+_CONTRAST_ROWS: dict = {}
+
+
+def _contrast_rows(n: int) -> np.ndarray:
+    """Q' = to_reduced(I_n), (n-1, n), made once per n (the UCB index needs it at every step)."""
+    rows = _CONTRAST_ROWS.get(n)
+    if rows is None:
+        rows = _CONTRAST_ROWS[n] = to_reduced(np.eye(n))
+        rows.flags.writeable = False
+    return rows
 
 
 def _unavailable(n, d, condition) -> DebiasResult:

@@ -36,6 +36,7 @@ if that near-separable exact problem fails to converge.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -74,14 +75,19 @@ class _Objective:
     term is beta' (Q' diag(quad) Q (x) I) beta / 2 and the linear one <Q' lin, beta>.  Margins
     and gradients are computed in item form (O(t d)) and moved by the fast Helmert transform."""
 
-    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None):
+    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None, lin_r=None):
         self.data, self.quad, self.lin = data, quad, lin
         self.k, self.d = data.n_items - 1, data.dim
-        self.uniform = bool(np.all(quad == quad[0]))
+        # ndarray methods, not np.all: this object is built several times a step, where the
+        # module-level functions' dispatch is a measurable part of the cost
+        self.uniform = bool((quad == quad[0]).all())
+        self.strictly_convex = bool((quad > 0.0).all())
         self.iterative = iterative(data)
         # Q' diag(quad) Q: explicitly ((n-1)^2) for small n, by the Helmert transform (O(n d)) for large
         self.small = None if self.uniform or self.iterative else reduced_weights(quad)
-        self.lin_r = None if lin is None else to_reduced(lin).ravel()
+        if lin_r is None and lin is not None:  # Q' lin, flat (may be passed in: the dual loop reuses it)
+            lin_r = to_reduced(lin).ravel()
+        self.lin_r = lin_r
         self._last_penalty = None
 
     def margins(self, beta):
@@ -141,7 +147,7 @@ def _line_minimum(objective, beta, u, direction, slope, max_iterations=30) -> fl
     step = 1.0
     for _ in range(max_iterations):
         first, second = derivatives(step)
-        if not np.isfinite(first):
+        if not math.isfinite(first):
             return 1.0
         if abs(first) <= 1e-3 * abs(slope):
             return step
@@ -151,7 +157,7 @@ def _line_minimum(objective, beta, u, direction, slope, max_iterations=30) -> fl
             hi = step
         trial = step - first / second if second > 0.0 else np.inf
         if hi is None:
-            step = trial if np.isfinite(trial) and trial > step else 2.0 * step
+            step = trial if math.isfinite(trial) and trial > step else 2.0 * step
         elif lo < trial < hi:
             step = trial
         else:
@@ -180,7 +186,7 @@ def _newton(objective: _Objective, theta: np.ndarray, tol: float, max_steps: int
     hessians = 0
     precise = False  # True once steps are taken in the "model exact to working precision" regime
     before_chord = None  # the point a chord step started from, to return to if it fails
-    strictly_convex = bool(np.all(objective.quad > 0.0))
+    strictly_convex = objective.strictly_convex
 
     def done(ok):
         return from_reduced(beta.reshape(n - 1, d)), hessians, residual, ok, factor, u
@@ -206,7 +212,7 @@ def _newton(objective: _Objective, theta: np.ndarray, tol: float, max_steps: int
         direction = -(factor.solve(grad, atol=max(0.2 * tol, FORCING * residual)) if objective.iterative
                       else factor.solve(grad))
         slope = float(grad @ direction)
-        if not np.isfinite(slope) or slope >= 0:  # not a descent direction: refresh, else steepest descent
+        if not math.isfinite(slope) or slope >= 0:  # not a descent direction: refresh, else steepest descent
             if chord:
                 chord = False
                 previous = np.inf
@@ -232,7 +238,7 @@ def _newton(objective: _Objective, theta: np.ndarray, tol: float, max_steps: int
             trial = beta + size * direction
             trial_u = objective.margins(trial)
             trial_value = objective.value(trial, trial_u)
-            if np.isfinite(trial_value) and trial_value <= value + 1e-4 * size * slope:
+            if math.isfinite(trial_value) and trial_value <= value + 1e-4 * size * slope:
                 break
             size *= 0.5
         else:
@@ -257,6 +263,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     if prox > 0.0 and reference is not None:
         ref = reference - reference.sum(axis=0) / n
         lin = prox * ref
+    lin_r = None if lin is None else to_reduced(lin).ravel()
     base_quad = np.full(n, ridge + prox)
     abs_tol = tol * (1.0 + data.total_comparisons)
 
@@ -271,15 +278,15 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     gamma2 = float(radius) ** 2
     feas_tol = BALL_TOL * gamma2
     nu = np.zeros(n) if multipliers is None else np.maximum(np.asarray(multipliers, float), 0.0)
-    if np.all(nu == 0.0):
+    if not nu.any():
         # cheap start: shrink theta into the ball (keeps warm starts feasible-ish)
-        norms = np.linalg.norm(theta, axis=1)
+        norms = np.sqrt((theta * theta).sum(axis=1))  # = np.linalg.norm(theta, axis=1), without its overhead
         theta = theta * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
         theta -= theta.sum(axis=0) / n
     total_steps = 0
 
     def inner(nu_value, start, hint):
-        objective = _Objective(data, base_quad + nu_value, lin)
+        objective = _Objective(data, base_quad + nu_value, lin, lin_r)
         sol, steps, res, ok, inner_factor, u = _newton(objective, start, abs_tol, max_steps, hint)
         dual = objective.value(to_reduced(sol).ravel(), u) - 0.5 * gamma2 * float(nu_value.sum())
         slack = 0.5 * (np.einsum("id,id->i", sol, sol) - gamma2)  # the dual gradient
@@ -302,7 +309,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         # constraint is slack stay fixed; the others take a Newton step, then project onto nu >= 0.
         free = np.flatnonzero(~((nu <= 0.0) & (slack < 0.0)))
         quad = base_quad + nu
-        objective = _Objective(data, quad, lin)
+        objective = _Objective(data, quad, lin, lin_r)
         factor = objective.factor(data.margins(theta))
         total_steps += 1
         # = -(Hessian of the dual); large problems: from the kept factor (exact curvature, by a PCG
@@ -444,7 +451,7 @@ def _polish(data, theta, ridge, factor, tol, rounds: int = 4):
 
 
 def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:
-    if not np.all(np.isfinite(theta)):  # never hand a non-finite estimate to a policy
+    if not np.isfinite(theta).all():  # never hand a non-finite estimate to a policy
         theta = fallback - fallback.mean(axis=0)
         ok = False
     return FitResult(theta=theta, multipliers=nu, newton_steps=steps, kkt_residual=residual, converged=ok,

@@ -49,27 +49,48 @@ def cholesky_solve(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 
 
 def _uniform(quad) -> bool:
-    return quad is None or bool(np.all(quad == quad[0]))
+    return quad is None or bool((quad == quad[0]).all())
+
+
+_EYES: dict = {}
+
+
+def _eye(size: int) -> np.ndarray:
+    """np.eye(size), made once per size (do not modify it)."""
+    eye = _EYES.get(size)
+    if eye is None:
+        eye = _EYES[size] = np.eye(size)
+    return eye
 
 
 def add_quadratic(reduced: np.ndarray, quad, d: int) -> np.ndarray:
-    """reduced + (Q' diag(quad) Q) (x) I_d, in place (``reduced`` must be a fresh array)."""
+    """reduced + (Q' diag(quad) Q) (x) I_d, in place (``reduced`` must be a fresh C-contiguous array)."""
     if quad is None:
         return reduced
     if _uniform(quad):  # Q'Q = I: a constant weight only shifts the diagonal
         if quad[0] != 0.0:
-            reduced.flat[:: reduced.shape[0] + 1] += quad[0]
+            reduced.reshape(-1)[:: reduced.shape[0] + 1] += quad[0]  # a strided view: cheaper than .flat
         return reduced
     k = len(quad) - 1
-    small = reduced_weights(quad)
-    view = reduced.reshape(k, d, k, d)
-    view += small[:, None, :, None] * np.eye(d)[None, :, None, :]
+    # the entries (a, i, b, i) gain small[a, b]: added through a diagonal view, instead of adding
+    # small (x) I_d whole (the same sums where I_d is 1; the others were + 0.0), 2x faster
+    np.einsum("aibi->abi", reduced.reshape(k, d, k, d))[...] += reduced_weights(quad)[:, :, None]
     return reduced
 
 
+_LAST_WEIGHTS: list = [None]  # (quad's bytes, Q' diag(quad) Q) of the last call, one tuple (thread-safe)
+
+
 def reduced_weights(quad: np.ndarray) -> np.ndarray:
-    """Q' diag(quad) Q, (n-1, n-1)."""
-    return to_reduced(to_reduced(np.diag(quad)).T)
+    """Q' diag(quad) Q, (n-1, n-1) (read-only).  The last result is kept: a Newton solve asks for
+    the same weights at its objective and at every factorisation."""
+    key = quad.tobytes()
+    last = _LAST_WEIGHTS[0]
+    if last is None or last[0] != key:
+        small = to_reduced(to_reduced(np.diag(quad)).T)
+        small.flags.writeable = False
+        last = _LAST_WEIGHTS[0] = (key, small)
+    return last[1]
 
 
 def reduced_hessian(data: ComparisonData, u: np.ndarray, quad=None) -> np.ndarray:
@@ -277,6 +298,6 @@ class Factor:
             return None
         new = Factor(self.base)
         new.V = V
-        new.Z = self.base.solve(V)
-        new.small = cholesky(np.eye(V.shape[1]) + V.T @ new.Z)
+        new.Z = self.base.solve(V)  # all columns again: solving the new one alone changes Z's rounding (measured)
+        new.small = cholesky(_eye(V.shape[1]) + V.T @ new.Z)
         return new

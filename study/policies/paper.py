@@ -51,6 +51,21 @@ class EpsilonGreedy:
     def prefix_until(self) -> int:
         return self.explore_until
 
+    @property
+    def until_phi_key(self):
+        """Policies of this family with equal keys choose identically up to the first step at which
+        they do not explore and Phi is available: until then a UCB policy with the greedy warm-up
+        takes the greedy step, as the greedy policy does (BT-UCB2 is RB, BT-UCB1 is ETA, step for
+        step).  None for a UCB policy with another warm-up (see run_environment_methods)."""
+        if self.ucb_width is not None and self.warmup != "greedy":
+            return None
+        return (type(self).__qualname__, self.explore_until, self.alpha)
+
+    @property
+    def asks_phi(self) -> bool:
+        """Does the policy ask for the debiased estimate at its non-exploring steps?"""
+        return self.ucb_width is not None
+
     def explores(self, t: int, coin: float) -> bool:
         return t <= self.explore_until and coin < t ** (-self.alpha)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..policies import make_policy
-from ..simulation.replication import shared_prefix
+from ..simulation.replication import shared_prefix, shares_until_phi
 
 MAX_BATCH = 25            # replications per task at most
 TARGET_TASK_SECONDS = 2.0  # once replication times are known, tasks are cut to about this long
@@ -39,10 +39,16 @@ class BatchSize:
         return max(1, min(self.base, int(TARGET_TASK_SECONDS / max(per_rep, 1e-6))))
 
 
+def shares_steps(leader, other) -> bool:
+    """Do two policies share a first stretch of steps that one run can compute for both?"""
+    return shared_prefix(leader, other) > 0 or shares_until_phi(leader, other)
+
+
 def cell_groups(plan, shared: bool) -> list:
     """The plan's cells in plan order, as tuples: cells of one (setting, M, overrides) whose methods
     are known to share a prefix of their steps (RB and ERA:
-    :func:`study.simulation.replication.shared_prefix`) form one group when ``shared``; every
+    :func:`study.simulation.replication.shared_prefix`; RB and BT-UCB2, ETA and BT-UCB1 until Phi
+    decides a step: :func:`study.simulation.replication.shares_until_phi`) form one group when ``shared``; every
     other cell is a group of one."""
     if not shared:
         return [(c,) for c in plan.cells]
@@ -57,7 +63,7 @@ def cell_groups(plan, shared: bool) -> list:
             for other in plan.cells:
                 if (other not in placed and other is not cell and other.base is None
                         and (other.setting, other.M, other.overrides) == (cell.setting, cell.M, cell.overrides)
-                        and shared_prefix(leader, make_policy(other.method, setting)) > 0):
+                        and shares_steps(leader, make_policy(other.method, setting))):
                     group.append(other)
         placed.update(group)
         groups.append(tuple(group))

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 from scipy.stats import norm
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ..core.inference import DebiasResult
 from ..policies import Choice, Step, check_method, make_policy
@@ -32,6 +32,17 @@ from .graph import ComparisonGraph
 from .result import INTERVAL_COLUMNS, INTERVAL_DTYPES, ReplicationResult
 from .seeds import policy_generator, seed_sequence
 from .settings import resolve_setting
+
+
+_BLAS = []  # the process's ThreadpoolController, made on first use (inspecting the loaded libraries
+# costs about 7 ms, 4% of a replication at the paper's sizes, if repeated for every replication)
+
+
+def single_threaded_blas():
+    """A context limiting BLAS to one thread (``threadpool_limits(limits=1, user_api="blas")``)."""
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def run_environment(env, method: str, setting, *, policy_seed=None, snapshot_times=(), seed: int = -1,
@@ -71,7 +82,7 @@ def run_environment(env, method: str, setting, *, policy_seed=None, snapshot_tim
     where OpenBLAS's threading costs far more than it gains (measured 10-40x slower on 2 cores),
     and replications are parallelised across processes instead.
     """
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         loop = _Loop(env, method, setting, policy_seed=policy_seed, snapshot_times=snapshot_times, seed=seed,
                      factory=policy, estimator=estimator)
         loop.advance(env.T)
@@ -184,22 +195,32 @@ class _Loop:
         self.ci_from = None
         self.snapshots = {}
         self.snapshot_set = set(int(s) for s in snapshot_times)
+        self.z = norm.ppf(0.5 + setting.ci_level / 2.0)  # once, not per advance (a fork steps one at a time)
         self.t = 0  # steps done
 
-    def fork(self, method, factory=None) -> "_Loop":
-        """A copy of this loop whose remaining steps are taken by ``method``'s policy."""
+    def fork(self, method, factory=None, before_phi: bool = False) -> _Loop:
+        """A copy of this loop whose remaining steps are taken by ``method``'s policy; ``before_phi``:
+        forked where Phi first decides a step (:func:`shares_until_phi`), no step before having had Phi."""
         twin = copy.deepcopy(self)
         twin.method = method
         twin.policy = make_policy(method, self.setting, factory)
         twin.rng = policy_generator(self.policy_seed, method)
+        if before_phi:  # a policy that asks for Phi asked, and found none, at each step it did not explore
+            twin.before_phi[: self.t] = ~self.explored[: self.t] if twin.policy.asks_phi else False
         return twin
+
+    def phi_decides(self, t: int) -> bool:
+        """Would a policy of the family of :func:`shares_until_phi` use Phi at step t (the loop being
+        at t - 1): the step does not explore and the debiased estimate at theta(t-1) is available?
+        (Computed here once and shared with the step, as the policy's own request would be.)"""
+        return not self.policy.explores(t, float(self.uniforms[t - 1][0])) and self.debiased().available
 
     def advance(self, until: int) -> None:
         env, setting, graph, estimate, debiased = self.env, self.setting, self.graph, self.estimate, self.debiased
         update = getattr(self.policy, "update", None)
         theta_star, contexts = self.theta_star, env.contexts
         n, d = env.n_items, env.dim
-        z = norm.ppf(0.5 + setting.ci_level / 2.0)
+        z = self.z
         grid = setting.ci_every
         for t in range(self.t + 1, until + 1):
             x = contexts[t - 1]
@@ -218,7 +239,8 @@ class _Loop:
             utility = x @ theta_star[major], x @ theta_star[other]
             self.regret[t - 1] = self.oracle[t - 1] - utility[0]
             self.pair_regret[t - 1] = self.oracle[t - 1] - 0.5 * (utility[0] + utility[1])
-            self.rel_error[t - 1] = np.linalg.norm(estimate.theta - theta_star, axis=1).max() / self.star_scale
+            diff = estimate.theta - theta_star  # row norms as np.linalg.norm(diff, axis=1), without its overhead
+            self.rel_error[t - 1] = np.sqrt((diff * diff).sum(axis=1)).max() / self.star_scale
             on_grid = grid > 0 and t % grid == 0
             if on_grid or t in self.snapshot_set:
                 db = debiased()  # at theta(t): step t+1's policy reuses it
@@ -268,30 +290,51 @@ def shared_prefix(policy_a, policy_b) -> int:
     return min(int(policy_a.prefix_until), int(policy_b.prefix_until))
 
 
+def shares_until_phi(policy_a, policy_b) -> bool:
+    """Are two policies known to choose identically until the first step at which one of them uses
+    Phi (a non-exploring step with Phi available)?  Both declare ``until_phi_key`` (equal, not None)
+    and ``asks_phi``, and at least one of them asks for Phi (e.g. BT-UCB2 and RB, BT-UCB1 and ETA,
+    with the greedy warm-up)."""
+    key_a, key_b = getattr(policy_a, "until_phi_key", None), getattr(policy_b, "until_phi_key", None)
+    return key_a is not None and key_a == key_b and bool(policy_a.asks_phi or policy_b.asks_phi)
+
+
 def run_environment_methods(env, methods, setting, *, seed: int = -1) -> dict:
     """Run every method of ``methods`` on ``env`` (common random numbers), computing the steps
     that two methods are known to share once: RB and ERA choose identically up to T0 (the same
     exploration coins and greedy rule), so ERA continues from a copy of RB's run at T0 instead of
-    recomputing it.  The results equal separate :func:`run_environment` calls value for value
-    (tested).  Returns {method: ReplicationResult}."""
+    recomputing it; BT-UCB2 (BT-UCB1) with the greedy warm-up chooses as RB (ETA) until the first
+    step at which it does not explore and Phi is available, and continues from a copy of that run
+    there (:func:`shares_until_phi`; its ``before_phi`` column set for the steps before).  The
+    results equal separate :func:`run_environment` calls value for value (tested).  Returns
+    {method: ReplicationResult}."""
     results = {}
-    with threadpool_limits(limits=1, user_api="blas"):
+    T = env.T
+    with single_threaded_blas():
         pending = list(dict.fromkeys(methods))
         while pending:
             leader = pending.pop(0)
             loop = _Loop(env, leader, setting, policy_seed=None, snapshot_times=(), seed=seed)
-            followers = []
+            followers = []  # (method, fixed prefix, or None: until Phi decides a step)
             for method in list(pending):
-                prefix = shared_prefix(loop.policy, make_policy(method, setting))
-                if prefix > 0:
-                    followers.append((prefix, method))
+                other = make_policy(method, setting)
+                prefix = shared_prefix(loop.policy, other)
+                if prefix > 0 or shares_until_phi(loop.policy, other):
+                    followers.append((method, min(prefix, T) if prefix > 0 else None))
                     pending.remove(method)
-            for prefix, method in sorted(followers):
-                loop.advance(prefix)
-                twin = loop.fork(method)
-                twin.advance(env.T)
-                results[method] = twin.result()
-            loop.advance(env.T)
+            while followers:
+                for follower in list(followers):
+                    method, prefix = follower
+                    due = (loop.t >= prefix) if prefix is not None else (loop.t >= T or loop.phi_decides(loop.t + 1))
+                    if due:
+                        twin = loop.fork(method, before_phi=prefix is None)
+                        twin.advance(T)
+                        results[method] = twin.result()
+                        followers.remove(follower)
+                if followers:  # one step at a time while a follower waits for Phi, else to the next prefix
+                    waiting = [p for _, p in followers]
+                    loop.advance(loop.t + 1 if None in waiting else min(waiting))
+            loop.advance(T)
             results[leader] = loop.result()
     return {method: results[method] for method in dict.fromkeys(methods)}
 

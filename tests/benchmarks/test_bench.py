@@ -40,3 +40,23 @@ def test_long_horizon_case_runs_both_cores_on_the_same_replication():
     assert current[0] > 0 and current[2] > 0  # CPU seconds, peak RSS
     assert np.array_equal(current[5], previous[5])  # the same choices (6 items: the direct solver in both)
     assert bench.long_setting(100, 10_000).T0 == 4000
+
+
+def test_paper_study_estimate_counts_every_computed_replication():
+    from benchmarks import paper_study
+    jobs = paper_study.paper_jobs()
+    groups = [j for j in jobs if len(j["methods"]) > 1]
+    assert {(j["setting"], j["M"]) for j in groups} == {("A", 20), ("A", 1), ("A", 10), ("A", 30), ("B", 50),
+                                                        ("B", 20), ("B", 80)}
+    for j in jobs:  # one CPU second per replication of each method: the estimate counts replications
+        j["cpu"] = float(len(j["methods"]))
+    est = paper_study.study_cpu(jobs)
+    assert est["regret"] == 2 * 200 * 5 and est["coverage"] == 2 * 500 and est["msweep"] == 5 * 200 * 5
+    assert est["total"] == 2000 + 1000 + 5000  # the 8,000 computed replications of jobs/paper.py
+
+
+def test_paper_study_child_measures_the_tree_it_runs_in():
+    from benchmarks import paper_study
+    job = {"setting": "A", "M": 20, "ci_every": 0, "methods": ["RB"]}
+    (out,) = paper_study.run_child(paper_study.ROOT, [job], [3])
+    assert out["cpu"] > 0 and len(out["digest"]) == 16 and out["methods"] == ["RB"]

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import study
-from study.simulation.environment import BTLEnvironment
 from study.policies import make_policy
-from study.simulation.replication import run_environment, run_environment_methods, shared_prefix
+from study.simulation.environment import BTLEnvironment
+from study.simulation.replication import (run_environment, run_environment_methods, shared_prefix,
+                                          shares_until_phi)
 
 
 def test_only_rb_and_era_are_known_to_share_a_prefix():
@@ -21,9 +22,26 @@ def test_only_rb_and_era_are_known_to_share_a_prefix():
                 assert shared_prefix(policies[a], policies[b]) == 0, (a, b)
 
 
-@pytest.mark.parametrize("name, methods", [("A", ("ERA", "ETA", "RB")), ("B", ("RB", "ERA", "BT-UCB2"))])
-def test_shared_runs_equal_separate_runs(name, methods):
-    setting = study.SETTINGS[name].replace(T=120, T0=50, ci_every=20)
+def test_ucb_policies_with_the_greedy_warmup_share_the_greedy_run_until_phi():
+    setting = study.SETTINGS["A"]
+    policies = {m: make_policy(m, setting) for m in study.ALL_METHODS}
+    pairs = {(a, b) for a in study.ALL_METHODS for b in study.ALL_METHODS
+             if a != b and shares_until_phi(policies[a], policies[b])}
+    assert pairs == {("RB", "BT-UCB2"), ("BT-UCB2", "RB"), ("ETA", "BT-UCB1"), ("BT-UCB1", "ETA")}
+    random_warmup = setting.replace(warmup="random")
+    assert not shares_until_phi(make_policy("RB", random_warmup), make_policy("BT-UCB2", random_warmup))
+
+
+@pytest.mark.parametrize("name, methods, overrides", [
+    ("A", ("ERA", "ETA", "RB"), {}),
+    ("B", ("RB", "ERA", "BT-UCB2"), {}),
+    ("A", ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2"), {}),
+    ("B", ("BT-UCB2", "RB", "BT-UCB1", "ETA"), {"M": 5}),  # the Phi-asking policy leads
+    ("A", ("RB", "BT-UCB2"), {"graph": "raw", "p": 0.1}),  # Phi never available: forked at T
+    ("B", ("ETA", "BT-UCB1"), {"T": 30, "T0": 10}),  # T ends before Phi
+])
+def test_shared_runs_equal_separate_runs(name, methods, overrides):
+    setting = study.SETTINGS[name].replace(**{"T": 120, "T0": 50, "ci_every": 20, **overrides})
     env = BTLEnvironment(setting, 11)
     shared = run_environment_methods(env, methods, setting, seed=11)
     assert list(shared) == list(methods)
@@ -47,6 +65,9 @@ def test_engine_batches_group_rb_and_era_and_split_what_is_partly_stored():
                             overrides={"T": 30, "T0": 10})
     rb, eta, era = plan.cells
     assert batching.cell_groups(plan, shared=True) == [(rb, era), (eta,)]
+    five = runner.make_plan("regret", settings=["A"], reps=2, overrides={"T": 30, "T0": 10})
+    assert [tuple(c.method for c in g) for g in batching.cell_groups(five, shared=True)] == [
+        ("RB", "ERA", "BT-UCB2"), ("ETA", "BT-UCB1")]
     assert batching.cell_groups(plan, shared=False) == [(rb,), (eta,), (era,)]
     done = {("A", "RB", rb.M, 1), ("A", "ERA", era.M, 3)}
     batches = list(batching.batches(plan, done, lambda: 100, shared=True))
