@@ -100,6 +100,7 @@ def test_two_processes_telling_into_one_file_lose_nothing(tmp_path):
     Ranker(path, n_items=s.n_items, dim=s.dim, T=T, T0=60, M=s.M, edges=env.edges, theta0=env.theta0,
            seed=3).close()
     writers = [child("writer", path, name, 40, start) for name in ("a", "b")]
+    assert [w.stdout.readline().strip() for w in writers] == ["ready", "ready"]  # both open: start together
     start.touch()
     outputs = [w.communicate(timeout=300) for w in writers]
     assert [w.returncode for w in writers] == [0, 0], [o[1][-2000:] for o in outputs]

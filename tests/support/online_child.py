@@ -3,7 +3,8 @@
     python online_child.py loop PATH                 ask/tell until the horizon, "told k" after each tell
     python online_child.py hang-tell PATH K          ... but hang inside the transaction of tell K
     python online_child.py hang-ask PATH K           ... but hang inside the transaction of ask K
-    python online_child.py writer PATH NAME N START  N ask/tell rounds (asks two, tells both) after START exists
+    python online_child.py writer PATH NAME N START  N ask/tell rounds (asks two, tells both) after START exists;
+                                                     "ready" first, once the file is open
 
 The judge is a simulated one (Setting A, short): the outcome of ticket t is
 ``env.compare(t, major, other)`` of a BTLEnvironment with seed SEED, so any process, and a resumed
@@ -85,10 +86,11 @@ def main(argv):
         return 0
     if mode == "writer":
         name, rounds, start = argv[2], int(argv[3]), Path(argv[4])
-        while not start.exists():
-            time.sleep(0.01)
         with Ranker(path) as ranker:
             env = environment(ranker.config.T)
+            say("ready")  # opened and replayed: the test starts both writers only when both are here
+            while not start.exists():
+                time.sleep(0.01)
             for _ in range(rounds):
                 first = ranker.ask(env.contexts[0])
                 second = ranker.ask(env.contexts[1])
