@@ -20,9 +20,8 @@ The estimate multiplies those by the study's replication counts: regret 200 per 
 500 per setting; M-sweep 200 per (setting, M) for the M values the regret study does not already
 hold (A: 1, 10, 30; B: 20, 80).  It leaves out the workers' framing of the rows (0.2-0.3 ms a replication) and the
 driver's Parquet writes; on ``jobs/paper.py --quick`` the task CPU the run recorded came within 10%
-of the same estimate.  A second line scales the current estimate by 2,521 / (the reference's
-estimate), 2,521 task-CPU s being the last full run on record (docs/benchmarks.md), which the
-estimate does not reproduce.
+of the same estimate, and the idle full run at 830016a recorded 1,041 task-CPU s against its 1,088
+(docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -37,7 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("RB", "ERA", "ETA", "BT-UCB1", "BT-UCB2")
 STUDY_M = {"A": (20, 1, 10, 30), "B": (50, 20, 80)}  # the first: the setting's own (the regret study's)
 REGRET_REPS, COVERAGE_REPS, MSWEEP_REPS = 200, 500, 200
-REFERENCE_TASK_CPU = 2521.0  # jobs/paper.py at the reference behaviour (docs/benchmarks.md, "The paper study")
 
 CHILD = r"""
 import hashlib, json, sys, time
@@ -143,7 +141,5 @@ def print_paper(args) -> None:
     for part in ("regret", "coverage", "msweep", "total"):
         print(f"  {part:9}{est_cur[part]:9.0f} s (current){est_ref[part]:9.0f} s (reference)"
               f"{est_ref[part] / est_cur[part]:8.2f}x")
-    projected = est_cur["total"] * REFERENCE_TASK_CPU / est_ref["total"]
     print(f"wall on 2 CPUs at parallel efficiency 0.95: {est_cur['total'] / (2 * 0.95) / 60:.1f} min from the estimate; "
-          f"{projected / (2 * 0.95) / 60:.1f} min ({projected:.0f} task-CPU s) if scaled from the last full run's "
-          f"{REFERENCE_TASK_CPU:.0f} task-CPU s by the ratio; load at end: {os.getloadavg()[0]:.2f}", flush=True)
+          f"load at end: {os.getloadavg()[0]:.2f}", flush=True)
