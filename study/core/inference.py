@@ -51,6 +51,9 @@ class DebiasResult:
         of the reduced sandwich covariance, :mod:`study.core.sandwich`).
     se_method : str
         Which covariance the methods give: ``"model"`` (Phi_11, the paper's) or ``"sandwich"``.
+    comparisons : float or None
+        N, the number of comparisons behind the estimate (the sum of the rows' m); the clock of
+        the confidence sequences (:meth:`cs`).  None when unknown.
     """
 
     theta_d: np.ndarray
@@ -59,6 +62,7 @@ class DebiasResult:
     factor: np.ndarray | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
     se_method: str = "model"
+    comparisons: float | None = None
 
     def _nan(self, *shape) -> np.ndarray:
         return np.full(shape, np.nan)
@@ -191,6 +195,45 @@ class DebiasResult:
         half = z * self.se
         return self.theta_d - half, self.theta_d + half
 
+    def cs(self, level: float = 0.95, *, tightest_at, comparisons=None):
+        """(lower, upper), each (n, d): the anytime-valid confidence sequence theta_d -/+ se g(eta),
+        which covers every theta*_ik at all times at once with probability ``level`` (asymptotically;
+        docs/core.md, "Confidence sequences"), with the result's standard errors (model-based or
+        sandwich, ``se_method``).
+
+        Parameters
+        ----------
+        level : float
+            The time-uniform coverage, in (0, 1).
+        tightest_at : float
+            The number of comparisons at which the sequence is tightest (1.55 z_0.975 se at level
+            0.95), fixed before the data are seen, e.g. the horizon T x M.
+        comparisons : float, optional
+            The number of comparisons behind the estimate (default ``self.comparisons``).
+
+        Examples
+        --------
+        >>> import numpy as np, study
+        >>> rng = np.random.default_rng(0)
+        >>> i = rng.integers(0, 3, 400); j = (i + 1 + rng.integers(0, 2, 400)) % 3
+        >>> X = rng.normal(1.0, 0.5, (400, 2)); truth = np.array([[1., 0.], [0., 1.], [-1., -1.]])
+        >>> wins = rng.binomial(5, 1 / (1 + np.exp(-np.einsum("kd,kd->k", X, truth[j] - truth[i]))))
+        >>> res = study.debias(study.fit_btl(i, j, X, wins, 5, n_items=3), i, j, X, wins, 5)
+        >>> lower, upper = res.cs(0.95, tightest_at=2000)   # tightest after 2,000 comparisons
+        >>> bool(np.all(upper - lower > np.subtract(*res.ci(0.95)[::-1])))  # wider than the CI
+        True
+        """
+        from .confseq import cs_factor
+        if not self.available:
+            raise ValueError("confidence sequences are not available: Psi_t is singular "
+                             f"(condition number {self.condition:.3g}); more data are needed")
+        comparisons = self.comparisons if comparisons is None else comparisons
+        if comparisons is None:
+            raise ValueError("the number of comparisons behind the estimate is unknown: pass comparisons=")
+        comparisons = check.real("comparisons", comparisons, low=0.0, low_open=True)
+        half = cs_factor(comparisons, tightest_at, level) * self.se
+        return self.theta_d - half, self.theta_d + half
+
 
 _CONTRAST_ROWS: dict = {}
 
@@ -204,29 +247,32 @@ def _contrast_rows(n: int) -> np.ndarray:
     return rows
 
 
-def _unavailable(n, d, condition) -> DebiasResult:
-    return DebiasResult(theta_d=np.full((n, d), np.nan), available=False, condition=condition)
+def _unavailable(n, d, condition, comparisons=None) -> DebiasResult:
+    return DebiasResult(theta_d=np.full((n, d), np.nan), available=False, condition=condition,
+                        comparisons=comparisons)
 
 
 def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND) -> DebiasResult:
     """:func:`debias` on a :class:`study.core.likelihood.ComparisonData` (no input checks)."""
     rcond_min = rcond
     n, d = theta.shape
+    comparisons = float(data.m[: data.t].sum())
     if data.rank_bound() < (n - 1) * d:  # too few rows per edge: C'HC is singular for every theta
-        return _unavailable(n, d, np.inf)
+        return _unavailable(n, d, np.inf, comparisons)
     u = data.margins(theta)
     reduced = reduced_hessian(data, u)
     try:
         factor = cholesky(reduced)
     except LinAlgError:
-        return _unavailable(n, d, np.inf)
+        return _unavailable(n, d, np.inf, comparisons)
     rcond = float(lapack.dpocon(factor, float(np.abs(reduced).sum(axis=0).max()))[0])
     if not rcond > rcond_min:
-        return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond)
+        return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond, comparisons)
     # theta_d = theta - Phi_11 grad = theta - Q [(C'HC)^{-1} Q' grad]  (C = Q (x) I_d)
     step = cholesky_solve(factor, data.reduced_gradient(u))
     theta_d = theta - from_reduced(step.reshape(n - 1, d))
-    return DebiasResult(theta_d=theta_d, available=True, condition=1.0 / rcond, factor=factor)
+    return DebiasResult(theta_d=theta_d, available=True, condition=1.0 / rcond, factor=factor,
+                        comparisons=comparisons)
 
 
 def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", rcond: float = RCOND) -> DebiasResult:
@@ -252,9 +298,10 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", rcond: floa
     Returns
     -------
     DebiasResult
-        ``theta_d`` (n, d), ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``se``, ``phi11`` and
-        ``ci(level)``; ``available`` is False (arrays NaN) while the data do not identify theta;
-        ``se_method`` says which covariance they are.
+        ``theta_d`` (n, d), ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``se``, ``phi11``,
+        ``ci(level)`` and the anytime-valid ``cs(level, tightest_at=...)``; ``available`` is False
+        (arrays NaN) while the data do not identify theta; ``se_method`` says which covariance they
+        are; ``comparisons`` is the number of comparisons behind them.
 
     Raises
     ------

@@ -1,9 +1,11 @@
 """``python -m study.online show FILE``: what a ranker's store holds, without changing it.
 
-Prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and ties) and
-the current ranking with CIs at the mean told context, and draws the ranking diagram over the
-told contexts as a PNG (uncertainty-aware while the CIs exist, the point version before).  Exit
-status 0, or 2 with a one-line message for a missing or foreign file or a bad flag.
+Prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and ties), the
+current ranking with CIs (``--anytime``: confidence sequences) at the mean told context and the
+stopping rule's verdict (is the top item, or the top ``--top`` k, separated from the rest by the
+confidence sequences?), and draws the ranking diagram over the told contexts as a PNG
+(uncertainty-aware while the CIs exist, the point version before).  Exit status 0, or 2 with a
+one-line message for a missing or foreign file or a bad flag.
 """
 from __future__ import annotations
 
@@ -28,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--se", choices=sorted(SE_TEXT), default="model",
                       help="standard errors of the CIs: model (the paper's Phi_11) or sandwich (robust to ties)")
     show.add_argument("--level", type=float, default=0.95, help="CI level (default 0.95)")
+    show.add_argument("--anytime", action="store_true",
+                      help="show confidence sequences (valid however often one looks) instead of fixed-time CIs")
+    show.add_argument("--top", type=int, default=1,
+                      help="the stopping rule's k: is the top-k set separated from the rest? (default 1)")
     where = show.add_mutually_exclusive_group()
     where.add_argument("--png", type=Path, help="where to draw the diagram (default: FILE's name + _diagram.png)")
     where.add_argument("--no-png", action="store_true", help="draw no diagram")
@@ -50,7 +56,10 @@ def show(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     with ranker:
-        print(show_text(ranker, level=args.level, se=args.se))
+        if not 1 <= args.top < ranker.config.n_items:
+            print(f"error: --top must lie in [1, {ranker.config.n_items - 1}], got {args.top}", file=sys.stderr)
+            return 2
+        print(show_text(ranker, level=args.level, se=args.se, anytime=args.anytime, top=args.top))
         if args.no_png or ranker.n_told == 0:
             return 0
         if ranker.config.n_items > MAX_DIAGRAM_ITEMS:

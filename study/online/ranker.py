@@ -45,7 +45,7 @@ from ..simulation.estimator import Estimate
 from ..simulation.graph import ComparisonGraph
 from ..simulation.replication import _checked, _SharedDebias
 from ..simulation.seeds import policy_generator
-from . import report
+from . import report, stopping
 from .config import Config
 from .store import TIMEOUT, Store, StoreError, pack, unpack
 
@@ -472,10 +472,14 @@ class Ranker:
         ties) covariance; ``available`` is False while the told rows do not identify theta."""
         return self._snapshot(se)[1]
 
-    def intervals(self, level: float = 0.95, se: str = "model"):
-        """CIs of every theta_ik (a DataFrame: item, name, dim, estimate, se, lower, upper,
-        se_method); ValueError while they are not available."""
-        return report.intervals(self.debiased(se), self.config.labels, level)
+    def intervals(self, level: float = 0.95, se: str = "model", anytime: bool = False, tightest_at=None):
+        """CIs of every theta_ik (a DataFrame: item, name, dim, estimate, se, lower, upper, level,
+        anytime, se_method); ValueError while they are not available.  ``anytime=True``: the
+        confidence sequences instead, valid at every look at once (tightest after ``tightest_at``
+        comparisons, default T x M: :mod:`study.online.stopping`)."""
+        result = self.debiased(se)
+        factor = stopping.factor(result, level, True, stopping.tightest(self.config, tightest_at)) if anytime else None
+        return report.intervals(result, self.config.labels, level, factor)
 
     def mean_context(self) -> np.ndarray:
         """The mean context of the told rows (the first context asked if none is told yet)."""
@@ -491,14 +495,38 @@ class Ranker:
             raise ValueError("nothing asked yet: no context to rank at")
         return unpack(row[1])
 
-    def ranking(self, x=None, level: float = 0.95, se: str = "model"):
+    def ranking(self, x=None, level: float = 0.95, se: str = "model", anytime: bool = False, tightest_at=None):
         """The items ranked by x'theta_i at context ``x`` (default: the mean told context), with the
-        CI of x'theta_i from the debiased estimate (NaN while unavailable): a DataFrame."""
+        CI of x'theta_i from the debiased estimate (NaN while unavailable): a DataFrame.
+        ``anytime=True``: confidence sequences instead of CIs (as in :meth:`intervals`)."""
         if x is not None:
             x = check.finite_array("x", x, ndim=1, shape=(self.config.dim,))
         theta, result, rows = self._snapshot(se)
         x = self._mean_context(rows) if x is None else x
-        return report.ranking(theta, result, np.asarray(x, dtype=float), self.config.labels, level)
+        factor = (stopping.factor(result, level, True, stopping.tightest(self.config, tightest_at))
+                  if anytime and result.available else None)
+        return report.ranking(theta, result, np.asarray(x, dtype=float), self.config.labels, level, factor)
+
+    def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", anytime: bool = True,
+                 tightest_at=None):
+        """The stopping rule's verdict (:class:`study.core.stopping.Separation`: ``decided``,
+        ``top``, ``margin``, ``closest``): is the top-``top`` set at ``x`` (default: the mean told
+        context) separated from the rest by the confidence sequences (``anytime=False``: by
+        fixed-time CIs, which do not survive repeated looks)?"""
+        if x is not None:
+            x = check.finite_array("x", x, ndim=1, shape=(self.config.dim,))
+        _, result, rows = self._snapshot(se)
+        x = self._mean_context(rows) if x is None else x
+        return stopping.decision(result, np.asarray(x, dtype=float), level=level, top=top, anytime=anytime,
+                                 tightest_at=stopping.tightest(self.config, tightest_at))
+
+    def decided(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", tightest_at=None) -> bool:
+        """True once the top-``top`` set at ``x`` (default: the mean told context) is separated from
+        the rest by the ``level`` confidence sequences: every pair (i in the set, j outside) has its
+        sequence of x'(theta_i - theta_j) above 0 (Bonferroni over the pairs).  Looking after every
+        tell and stopping the first time it is true names a wrong set with probability at most
+        1 - level (asymptotically; docs/online.md, "When to stop")."""
+        return self.decision(level, top, x, se, True, tightest_at).decided
 
     def diagram(self, contexts, path=None, *, uncertainty: bool = True, level: float = 0.95,
                 threshold: float = 0.95, se: str = "model"):

@@ -20,23 +20,28 @@ def _unavailable(result) -> ValueError:
                       f"(Psi_t is singular, condition number {result.condition:.3g}); tell more outcomes")
 
 
-def intervals(result, labels, level: float = 0.95) -> pd.DataFrame:
-    """One row per (item, dim): the debiased estimate, its SE and CI, and which SE it is."""
+def intervals(result, labels, level: float = 0.95, factor=None) -> pd.DataFrame:
+    """One row per (item, dim): the debiased estimate, its SE and CI (or, with ``factor``, the
+    interval estimate -/+ factor x SE: a confidence sequence), and which SE it is."""
     if not result.available:
         raise _unavailable(result)
-    lower, upper = result.ci(level)
+    if factor is None:
+        lower, upper = result.ci(level)
+    else:
+        lower, upper = result.theta_d - factor * result.se, result.theta_d + factor * result.se
     n, d = result.theta_d.shape
     items, dims = np.meshgrid(np.arange(n), np.arange(d), indexing="ij")
     frame = pd.DataFrame({"item": items.ravel(), "name": np.asarray(labels, dtype=object)[items.ravel()],
                           "dim": dims.ravel(), "estimate": result.theta_d.ravel(), "se": result.se.ravel(),
                           "lower": lower.ravel(), "upper": upper.ravel(), "level": level,
-                          "se_method": result.se_method})
+                          "anytime": factor is not None, "se_method": result.se_method})
     frame.attrs["se_method"] = result.se_method
     return frame
 
 
-def ranking(theta, result, x, labels, level: float = 0.95) -> pd.DataFrame:
-    """Items ranked by x'theta_i (best first), with the CI of x'theta_i from the debiased estimate."""
+def ranking(theta, result, x, labels, level: float = 0.95, factor=None) -> pd.DataFrame:
+    """Items ranked by x'theta_i (best first), with the CI of x'theta_i from the debiased estimate
+    (with ``factor``: the interval -/+ factor x SE, a confidence sequence)."""
     level = check.real("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
     score = theta @ x
     if result.available:
@@ -44,12 +49,13 @@ def ranking(theta, result, x, labels, level: float = 0.95) -> pd.DataFrame:
         se = np.sqrt(np.maximum(result.spread(x), 0.0))
     else:
         debiased = se = np.full(len(score), np.nan)
-    half = norm.ppf(0.5 + level / 2.0) * se
+    half = (norm.ppf(0.5 + level / 2.0) if factor is None else factor) * se
     order = np.argsort(-score, kind="stable")
     frame = pd.DataFrame({"rank": np.arange(1, len(score) + 1), "item": order,
                           "name": np.asarray(labels, dtype=object)[order], "score": score[order],
                           "debiased": debiased[order], "se": se[order], "lower": (debiased - half)[order],
-                          "upper": (debiased + half)[order], "level": level, "se_method": result.se_method})
+                          "upper": (debiased + half)[order], "level": level, "anytime": factor is not None,
+                          "se_method": result.se_method})
     frame.attrs["se_method"] = result.se_method
     return frame
 
@@ -83,9 +89,10 @@ def diagram(theta, result, contexts, labels, *, path=None, level=0.95, threshold
     return reduced
 
 
-def show_text(ranker, *, level: float = 0.95, se: str = "model") -> str:
+def show_text(ranker, *, level: float = 0.95, se: str = "model", anytime: bool = False, top: int = 1) -> str:
     """The text of ``python -m study.online show``: the arguments, the counts, the ranking with CIs
-    at the mean told context."""
+    (confidence sequences with ``anytime``) at the mean told context, and the stopping rule's
+    verdict for the top ``top`` items by the confidence sequences."""
     c = ranker.config
     counts = ranker.counts()
     lines = [f"{ranker.path}: an online ranker (study.online)",
@@ -98,11 +105,17 @@ def show_text(ranker, *, level: float = 0.95, se: str = "model") -> str:
     if counts["asked"] == 0:
         return "\n".join(lines + ["  nothing asked yet"])
     x = ranker.mean_context()
-    table = ranker.ranking(x, level=level, se=se)
+    table = ranker.ranking(x, level=level, se=se, anytime=anytime)
+    kind = (f"{level:.0%} confidence sequences (anytime-valid)" if anytime else f"{level:.0%} CIs (fixed-time)")
     lines.append(f"Ranking at the mean told context (x = {np.array2string(x, precision=3, max_line_width=200)}), "
-                 f"{level:.0%} CIs of x'theta_i, {SE_TEXT[se]}:")
+                 f"{kind} of x'theta_i, {SE_TEXT[se]}:")
     if table["se"].isna().all():
         lines.append("  (no CIs yet: the told outcomes do not identify theta)")
     with pd.option_context("display.width", 200, "display.max_rows", 500):
-        lines.append(table.drop(columns=["level", "se_method"]).to_string(index=False, float_format="%.4f"))
+        lines.append(table.drop(columns=["level", "anytime", "se_method"]).to_string(index=False,
+                                                                                     float_format="%.4f"))
+    if top < c.n_items:
+        from .stopping import decision_text, tightest
+        lines.append(decision_text(ranker.decision(level, top, x, se), c.labels, level=level, top=top,
+                                   tightest_at=tightest(c)))
     return "\n".join(lines)

@@ -5,6 +5,9 @@
 * ``coverage_<S>``: one panel per item; black dots = mean CP across dimensions, grey = min and
   max across dimensions, dashed = nominal level, shaded = Wilson 95% band for the number of
   replications (paper Figures 2-3).
+* ``uniform_<S>``: the fixed-time CIs and the anytime-valid confidence sequences over t for a few
+  coordinates of one replication, and the time-uniform coverage of both per coordinate
+  (:mod:`.uniform`).
 * ``reg_setting_<S>_T0_<T0>_T_<T>_M_<M>`` / ``err_setting_...``: the M-sweep panels, named as in
   the paper's appendix; ``msweep_<S>``: final R(T) and error against M.
 * LLM-ranking replays (studies ``llm``, ``arena``, ``byo``): ``<study>_regret`` (the paper's
@@ -21,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..llm.byo import safe_label
-from . import curves, storage
+from . import curves, storage, uniform
 from .stored import stored_studies
 
 def _plt():
@@ -395,8 +398,14 @@ def replay_figures(out, study, directory=None) -> list:
     return paths
 
 
+def uniform_coverage_figures(out, study="coverage", directory=None, level=0.95) -> list:
+    """``uniform_<S>``: the fixed-time CIs' and the confidence sequences' bands over t and their
+    time-uniform coverage (:func:`study.results.uniform.uniform_figures`)."""
+    return uniform.uniform_figures(out, study, _plt(), _save, _caption, _setting_label, directory, level)
+
+
 FIGURES = {"regret": lambda out, study: regret_figures(out, study),
-           "coverage": lambda out, study: coverage_figures(out, study),
+           "coverage": lambda out, study: coverage_figures(out, study) + uniform_coverage_figures(out, study),
            "msweep": lambda out, study: msweep_figures(out, study),
            "replay": lambda out, study: replay_figures(out, study),
            "baselines": lambda out, study: baselines_figures(out, study)}

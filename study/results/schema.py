@@ -18,7 +18,11 @@ from the first grid time the debiased CI exists)::
 
     study str, setting str, method str, M int32, rep int32, seed int64, t int32, item int32,
     dim int32, estimate float64, se float64, lower float64, upper float64, truth float64,
-    covered bool
+    covered bool, cs_lower float64, cs_upper float64, cs_covered bool
+
+``lower, upper, covered``: the fixed-time CI (the paper's); ``cs_lower, cs_upper, cs_covered``: the
+anytime-valid confidence sequence, tightest at t = T (null in parts stored before the columns
+existed, which still load).
 
 Failures: ``study, setting, method, M, rep, seed, error, traceback, run_id``.
 """
@@ -41,7 +45,8 @@ INTERVAL_SCHEMA = pa.schema([
     ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()),
     ("t", _INT32), ("item", _INT32), ("dim", _INT32), ("estimate", pa.float64()),
     ("se", pa.float64()), ("lower", pa.float64()), ("upper", pa.float64()),
-    ("truth", pa.float64()), ("covered", pa.bool_()),
+    ("truth", pa.float64()), ("covered", pa.bool_()), ("cs_lower", pa.float64()), ("cs_upper", pa.float64()),
+    ("cs_covered", pa.bool_()),
 ])
 FAILURE_SCHEMA = pa.schema([
     ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),

@@ -5,7 +5,11 @@ R(T), the final relative error, and (where intervals were recorded) the coverage
 as a mean over replications with its Monte Carlo standard error.  The coverage of a replication is
 the fraction of its n x d intervals at t = T that cover the truth; CP is the mean of that fraction
 and its SE the replication-to-replication SD / sqrt(reps) (which accounts for the dependence
-between the intervals of one replication).
+between the intervals of one replication).  Where intervals were recorded it also gives their
+time-uniform coverage (:mod:`.uniform`): per coordinate, the fraction of replications covered at
+every grid time from the first CI on, averaged over the coordinates, for the fixed-time CIs
+(``tu_ci``) and the confidence sequences (``tu_cs``), with Monte Carlo SEs, the lowest
+coordinate's (``*_min``), and the median CS/CI width ratio at t = T.
 """
 from __future__ import annotations
 
@@ -16,12 +20,15 @@ import pandas as pd
 import pyarrow.dataset as ds
 
 from ..policies import ALL_METHODS as METHOD_ORDER  # table order: the paper's five, the baselines, then others
-from . import storage
+from . import storage, uniform
 from .stored import stored_studies, study_commits, study_info
 
 KEYS = ["study", "setting", "method", "M"]
 COLUMNS = KEYS + ["T0", "T", "reps", "final_regret", "final_regret_se", "final_rel_error",
                   "final_rel_error_se", "cp", "cp_se", "cp_reps", "final_pair_regret", "final_pair_regret_se"]
+UNIFORM_COLUMNS = ["tu_ci", "tu_ci_se", "tu_ci_min", "tu_cs", "tu_cs_se", "tu_cs_min", "tu_reps", "ci_width_T",
+                   "cs_width_T", "cs_ci_ratio_T"]
+COLUMNS += UNIFORM_COLUMNS
 
 
 def _se(x):
@@ -54,6 +61,12 @@ def study_summary(out, study) -> pd.DataFrame:
             for (setting, method, M), row in cp.iterrows():
                 mask = (table["setting"] == setting) & (table["method"] == method) & (table["M"] == M)
                 table.loc[mask, ["cp", "cp_se", "cp_reps"]] = [row["mean"], row["_se"], int(row["size"])]
+    tu = uniform.study_uniform(out, study, {(r.setting, r.method, r.M): r.T for r in table.itertuples()}) \
+        if storage.parts(dirs["intervals"]) else pd.DataFrame(columns=uniform.CELL)
+    table = table.merge(tu, on=uniform.CELL, how="left") if len(tu) else table
+    for column in UNIFORM_COLUMNS:
+        if column not in table:
+            table[column] = np.nan
     table.insert(0, "study", study)
     order = {m: i for i, m in enumerate(METHOD_ORDER)}
     table["_o"] = table["method"].map(lambda m: order.get(m, len(order)))
@@ -88,7 +101,10 @@ def to_markdown(table: pd.DataFrame, info=None, made_at=None) -> str:
              "R(T) = average regret (of the major item, the paper's eq:regret); pair R(T) = the average regret of "
              "both compared items, ((x'θ*_best − x'θ*_i) + (x'θ*_best − x'θ*_j))/2; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
              "CP = fraction of the n·d 95% intervals (debiased estimate ± 1.96 model-based SE, the paper's Φ11) "
-             "covering the truth at t = T.", ""]
+             "covering the truth at t = T; uniform CI / uniform CS = time-uniform coverage: per coordinate, the fraction "
+             "of replications whose fixed-time CI / confidence sequence (95%, tightest at t = T) covers θ*_ik at every "
+             "grid time from the first CI on, averaged over the coordinates (lowest coordinate in brackets); "
+             "CS/CI = median width ratio at t = T.", ""]
     for study in dict.fromkeys(table["study"]):
         sub = table[table["study"] == study]
         family, title = info.get(study, (None, study))
@@ -100,6 +116,8 @@ def to_markdown(table: pd.DataFrame, info=None, made_at=None) -> str:
             lines += [_made_at(commits, versions), ""]
         header = (["setting", "method", "M", "T0", "T", "reps", "R(T)"] + (["pair R(T)"] if with_pair else [])
                   + ["rel. error"] + (["CP"] if with_cp else []))
+        with_tu = with_cp and sub["tu_ci"].notna().any()
+        header += ["uniform CI", "uniform CS", "CS/CI"] if with_tu else []
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in sub.itertuples():
             cells = ([r.setting, r.method, str(r.M), str(r.T0), str(r.T), str(r.reps),
@@ -108,9 +126,18 @@ def to_markdown(table: pd.DataFrame, info=None, made_at=None) -> str:
                      + [_pm(r.final_rel_error, r.final_rel_error_se)])
             if with_cp:
                 cells.append(_pm(r.cp, r.cp_se, 3))
+            if with_tu:
+                cells += [_uniform(r.tu_ci, r.tu_ci_se, r.tu_ci_min), _uniform(r.tu_cs, r.tu_cs_se, r.tu_cs_min),
+                          "--" if pd.isna(r.cs_ci_ratio_T) else f"{r.cs_ci_ratio_T:.2f}"]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _uniform(mean, se, lowest) -> str:
+    if pd.isna(mean):
+        return "--"
+    return _pm(mean, se, 3) + ("" if pd.isna(lowest) else f" [{lowest:.2f}]")
 
 
 def _made_at(commits, versions) -> str:

@@ -26,8 +26,9 @@ from ..results.schema import INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
 
-# trajectory columns a result may lack (recorded as null): added after replicate hooks were written
+# trajectory and interval columns a result may lack (recorded as null): added after replicate hooks were written
 OPTIONAL_COLUMNS = ("before_phi",)
+OPTIONAL_INTERVAL_COLUMNS = ("cs_lower", "cs_upper", "cs_covered")
 _SETTING_CACHE: dict = {}
 _REMOTE = None
 
@@ -80,6 +81,8 @@ def interval_table(study, cell, rep, seed, result) -> pa.Table:
     for f in INTERVAL_SCHEMA:
         if f.name in const:
             arrays.append(pa.array([const[f.name]] * n, type=f.type))
+        elif f.name in OPTIONAL_INTERVAL_COLUMNS and f.name not in (ints or {}):  # a replicate hook's result
+            arrays.append(pa.nulls(n, type=f.type))
         elif f.type == pa.bool_():
             arrays.append(pa.array(np.asarray(ints[f.name]).astype(bool) if n else [], type=f.type))
         else:

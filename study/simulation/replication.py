@@ -23,6 +23,7 @@ import numpy as np
 from scipy.stats import norm
 from threadpoolctl import ThreadpoolController
 
+from ..core.confseq import cs_factor
 from ..core.inference import DebiasResult
 from ..policies import Choice, Step, check_method, make_policy
 from ..policies.base import read_only
@@ -255,11 +256,18 @@ class _Loop:
         se = db.se
         truth = self.theta_star
         lower, upper = db.theta_d - z * se, db.theta_d + z * se
+        # the confidence sequence, tightest at the horizon (docs/core.md, "Confidence sequences")
+        setting = self.setting
+        comparisons = db.comparisons if db.comparisons is not None else t * setting.M
+        half = cs_factor(comparisons, setting.T * setting.M, setting.ci_level) * se
+        cs_lower, cs_upper = db.theta_d - half, db.theta_d + half
         items, dims = np.meshgrid(np.arange(n), np.arange(d), indexing="ij")
         for name, values in (("t", np.full(n * d, t)), ("item", items.ravel()), ("dim", dims.ravel()),
                              ("estimate", db.theta_d.ravel().copy()), ("se", se.ravel()),
                              ("lower", lower.ravel()), ("upper", upper.ravel()), ("truth", truth.ravel()),
-                             ("covered", ((lower <= truth) & (truth <= upper)).ravel())):
+                             ("covered", ((lower <= truth) & (truth <= upper)).ravel()),
+                             ("cs_lower", cs_lower.ravel()), ("cs_upper", cs_upper.ravel()),
+                             ("cs_covered", ((cs_lower <= truth) & (truth <= cs_upper)).ravel())):
             self.ci_rows[name].append(values)
 
     def result(self) -> ReplicationResult:

@@ -8,8 +8,9 @@ import pandas as pd
 
 TRAJECTORY_COLUMNS = ("t", "major", "other", "explored", "regret", "avg_regret", "rel_error", "pair_regret",
                       "avg_pair_regret", "before_phi")
-INTERVAL_COLUMNS = ("t", "item", "dim", "estimate", "se", "lower", "upper", "truth", "covered")
-INTERVAL_DTYPES = {name: np.int64 if name in ("t", "item", "dim") else (bool if name == "covered" else float)
+INTERVAL_COLUMNS = ("t", "item", "dim", "estimate", "se", "lower", "upper", "truth", "covered", "cs_lower",
+                    "cs_upper", "cs_covered")
+INTERVAL_DTYPES = {name: np.int64 if name in ("t", "item", "dim") else (bool if name.endswith("covered") else float)
                    for name in INTERVAL_COLUMNS}
 
 
@@ -27,7 +28,9 @@ class ReplicationResult:
     debiased estimate at step t and Psi_t was singular (the step was its warm-up rule's; its sum is
     the number of steps the method spent before Phi existed);
     ``intervals`` maps each name in ``INTERVAL_COLUMNS`` to equal-length arrays (one row per
-    grid time, item and dimension, from the first grid time the debiased CI is available);
+    grid time, item and dimension, from the first grid time the debiased CI is available): the
+    fixed-time CI (``lower, upper, covered``) and the anytime-valid confidence sequence
+    (``cs_lower, cs_upper, cs_covered``, tightest at t = T: :meth:`study.DebiasResult.cs`);
     ``edges`` is the (E, 2) comparison graph and ``graph_draws`` how many Erdos-Renyi draws it
     took to get a connected one (0 when the edges were given); ``seconds`` the wall time of the
     run, ``theta_final`` theta(T), ``ci_available_from`` the first grid time with a CI (None if
@@ -52,7 +55,8 @@ class ReplicationResult:
         """Tidy frames: ``{"trajectory": DataFrame, "intervals": DataFrame}``."""
         trajectory = pd.DataFrame({name: self.trajectory[name] for name in TRAJECTORY_COLUMNS
                                    if name in self.trajectory})
-        intervals = pd.DataFrame({name: self.intervals[name] for name in INTERVAL_COLUMNS})
+        intervals = pd.DataFrame({name: self.intervals[name] for name in INTERVAL_COLUMNS
+                                  if name in self.intervals})
         return {"trajectory": trajectory, "intervals": intervals}
 
     @property

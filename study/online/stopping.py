@@ -1,0 +1,47 @@
+"""Intervals a ranker's user may watch, and when to stop: the anytime-valid confidence sequences
+(:mod:`study.core.confseq`) and the top-k stopping rule (:mod:`study.core.stopping`) for a
+ranker's debiased estimate.
+
+A ranker's sequences are tightest at its horizon, ``tightest_at = T x M`` comparisons (the most
+it can be told), unless the caller fixes another number before looking at the data.  Looking
+after every tell and stopping at the first look where :func:`decision` says ``decided`` names a
+wrong top-k set with probability at most 1 - level (asymptotically; docs/core.md, "Confidence
+sequences"); with fixed-time CIs (``anytime=False``) it does not (docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+from ..core.confseq import check_tightest_at, cs_factor, fixed_factor
+from ..core.stopping import Separation, separation
+
+
+def tightest(config, tightest_at=None) -> float:
+    """The comparisons at which the sequences are tightest: ``tightest_at``, or T x M."""
+    return check_tightest_at(config.T * config.M if tightest_at is None else tightest_at)
+
+
+def factor(result, level: float, anytime: bool, tightest_at: float) -> float:
+    """The half-width in standard errors: z_{(1+level)/2}, or the sequence's after the result's
+    comparisons."""
+    if not anytime or not result.available:
+        return fixed_factor(level)
+    return float(cs_factor(result.comparisons, tightest_at, level))
+
+
+def decision(result, x, *, level: float, top: int, anytime: bool, tightest_at: float) -> Separation:
+    """The stopping rule's verdict (:func:`study.core.stopping.separation`)."""
+    return separation(result, x, top=top, level=level, anytime=anytime, tightest_at=tightest_at)
+
+
+def decision_text(verdict: Separation, labels, *, level: float, top: int, tightest_at: float) -> str:
+    """One line for ``show``: decided or not, with the closest pair."""
+    kind = (f"{level:.0%} confidence sequences (anytime-valid, tightest after {tightest_at:,.0f} comparisons)"
+            if verdict.anytime else f"{level:.0%} fixed-time CIs (valid at one look fixed in advance only)")
+    what = "the top item" if top == 1 else f"the top {top}"
+    if not verdict.top:
+        return f"Stopping rule ({what} separated from the rest by {kind}): not yet (no intervals yet)"
+    names = ", ".join(str(labels[i]) for i in verdict.top)
+    i, j = verdict.closest
+    state = "DECIDED" if verdict.decided else "not yet"
+    return (f"Stopping rule ({what} separated from the rest by {kind}, each pair at level "
+            f"{verdict.pair_level:.4f}): {state}: {names}; closest pair {labels[i]} vs {labels[j]}, lower bound of "
+            f"x'(theta_{labels[i]} - theta_{labels[j]}) = {verdict.margin:.4f}")
