@@ -2,10 +2,10 @@
 every time simultaneously, so that one may look after every judgment and stop whenever one likes.
 
 The construction (derived in docs/core.md, "Confidence sequences") is Robbins' two-sided
-normal-mixture boundary (Robbins 1970; Howard, Ramdas, McAuliffe & Sekhon, Ann. Statist. 2021,
-Proposition 5 and eq. (14)) applied, as Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas (Ann. Statist.
-2024, "Time-uniform central limit theory and asymptotic confidence sequences", Theorem 2.2) do for
-asymptotically linear estimators, to N_t (a'theta_d(t) - a'theta*), which is asymptotically a
+normal-mixture boundary (Robbins, Ann. Math. Statist. 1970; Howard, Ramdas, McAuliffe & Sekhon,
+Ann. Statist. 2021, its mixture boundaries) applied, as Waudby-Smith, Arbour, Sinha, Kennedy &
+Ramdas (Ann. Statist. 2024, "Time-uniform central limit theory and asymptotic confidence
+sequences", Section 2) do for asymptotically linear estimators, to N_t (a'theta_d(t) - a'theta*), which is asymptotically a
 Brownian motion in the intrinsic time V_t = N_t^2 se_t^2 (N_t comparisons told, se_t the
 standard error of a'theta_d(t), model-based or sandwich).  For a standard Brownian motion S(V),
 

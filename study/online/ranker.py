@@ -516,7 +516,8 @@ class Ranker:
         if x is not None:
             x = check.finite_array("x", x, ndim=1, shape=(self.config.dim,))
         _, result, rows = self._snapshot(se)
-        x = self._mean_context(rows) if x is None else x
+        if x is None:  # nothing told: no estimate, not decided (the context does not matter)
+            x = self._mean_context(rows) if rows.n else np.zeros(self.config.dim)
         return stopping.decision(result, np.asarray(x, dtype=float), level=level, top=top, anytime=anytime,
                                  tightest_at=stopping.tightest(self.config, tightest_at))
 

@@ -101,10 +101,10 @@ def to_markdown(table: pd.DataFrame, info=None, made_at=None) -> str:
              "R(T) = average regret (of the major item, the paper's eq:regret); pair R(T) = the average regret of "
              "both compared items, ((x'θ*_best − x'θ*_i) + (x'θ*_best − x'θ*_j))/2; error = max_i ||θ̂_i − θ*_i|| / max_i ||θ*_i||; "
              "CP = fraction of the n·d 95% intervals (debiased estimate ± 1.96 model-based SE, the paper's Φ11) "
-             "covering the truth at t = T; uniform CI / uniform CS = time-uniform coverage: per coordinate, the fraction "
-             "of replications whose fixed-time CI / confidence sequence (95%, tightest at t = T) covers θ*_ik at every "
-             "grid time from the first CI on, averaged over the coordinates (lowest coordinate in brackets); "
-             "CS/CI = median width ratio at t = T.", ""]
+             "covering the truth at t = T; uniform CI / uniform CS = time-uniform coverage: per coordinate, the "
+             "fraction of replications whose fixed-time CI / confidence sequence (95%, tightest at t = T) covers "
+             "θ*_ik at every grid time from the first CI on, averaged over the coordinates (lowest coordinate in "
+             "brackets); CS/CI = median width ratio at t = T.", ""]
     for study in dict.fromkeys(table["study"]):
         sub = table[table["study"] == study]
         family, title = info.get(study, (None, study))

@@ -159,11 +159,12 @@ def uniform_figures(out, study, plt, save, caption, setting_label, directory=Non
         fig.suptitle(f"Fixed-time CIs and confidence sequences ({level:.0%}): {setting_label(out, study, setting)}, "
                      f"{method}, M={M}, {reps} replications", fontsize=10)
         caption(fig, f"Left: the {level:.0%} CI (blue) and the {level:.0%} confidence sequence (orange, tightest at "
-                     f"t = T) of the {coordinates} coordinates of one replication whose CI misses at the most looks, on the "
-                     "CI grid (zoomed on its last four fifths); red dots: looks where the CI misses the truth. Right: per coordinate, the fraction of the "
-                     f"{reps} replications whose interval covers θ*_ik at every grid time from its first CI on "
-                     "(± 2 binomial SE); the legend gives the mean over coordinates ± its Monte Carlo SE "
-                     "(replication-clustered). The CI holds at each time; the sequence at all times at once.",
+                     f"t = T) of the {coordinates} coordinates of one replication whose CI misses at the most looks, "
+                     "on the CI grid (zoomed on its last four fifths); red dots: looks where the CI misses the truth. "
+                     f"Right: per coordinate, the fraction of the {reps} replications whose interval covers θ*_ik at "
+                     "every grid time from its first CI on (± 2 binomial SE); the legend gives the mean over "
+                     "coordinates ± its Monte Carlo SE (replication-clustered). The CI holds at each time; the "
+                     "sequence at all times at once.",
                 width=170)
         stem = f"uniform_{setting}" + ("" if method == "RB" else f"_{method}")
         paths += save(fig, directory, stem)

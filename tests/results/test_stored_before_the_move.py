@@ -7,6 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import study
@@ -31,10 +33,14 @@ def test_old_results_load_and_draw(out):
     intervals = study.load(out, "coverage", "intervals")
     assert len(intervals) > 0 and intervals["covered"].dtype == bool
     assert stored_studies(out) == [("regret", "regret"), ("coverage", "coverage")]
+    # stored before the confidence sequences: their columns load as nulls
+    assert intervals["cs_lower"].isna().all() and intervals["cs_covered"].isna().all()
     names = {p.name for p in draw_all(out)}
-    assert {"regret_A.png", "coverage_A.png"} <= names
+    assert {"regret_A.png", "coverage_A.png"} <= names and "uniform_A.png" not in names
     csv, md = write_summary(out)
     assert "Regret study (paper Figure 1)" in md.read_text()
+    coverage = pd.read_csv(csv).query("study == 'coverage'").iloc[0]
+    assert 0 <= coverage["tu_ci"] <= 1 and np.isnan(coverage["tu_cs"])  # the CIs' still computed
 
 
 def test_resuming_old_results_is_refused_naming_the_core(out):

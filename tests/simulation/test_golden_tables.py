@@ -43,7 +43,10 @@ def test_same_tables_for_the_same_seeds(golden, setting, method):
     for got, stored in zip((trajectory, intervals), golden):
         want = stored[(stored.setting == setting) & (stored.method == method)].drop(columns=["setting", "method"])
         want = want.reset_index(drop=True)
-        assert list(got.columns) == list(want.columns)
+        # columns added since the tables were stored (the intervals' cs_lower, cs_upper, cs_covered)
+        # are not in them: compare the stored ones (until the tables are regenerated)
+        assert set(want.columns) <= set(got.columns)
+        got = got[list(want.columns)]
         assert len(got) == len(want)
         for column in got.columns:
             a, b = got[column].to_numpy(), want[column].to_numpy()
