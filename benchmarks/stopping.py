@@ -2,8 +2,8 @@
 rest, once with the fixed-time CIs and once with the confidence sequences, and count over
 replications how often each rule names the wrong top item and how many comparisons it needed.
 
-    python -m benchmarks.stopping --out DIR                       # A, B and the LLM replay, 100 reps each
-    python -m benchmarks.stopping --out DIR --settings A --reps 20 --workers 2
+    python -m benchmarks.stopping --out DIR/AB --settings A B --reps 400
+    python -m benchmarks.stopping --out DIR/llm --settings llm --reps 100
 
 Each replication runs RB (the paper's policy; it never looks at the intervals, so both rules watch
 the same run) and keeps the debiased estimate at every look: every 10 steps in Settings A and B
@@ -15,7 +15,11 @@ separated, Bonferroni over the n - 1 pairs) is evaluated at two contexts:
 * ``mean``: the mean context (A and B: E x = 1_d, where every item ties in the truth, x'theta*_i = 2
   in A and 1 in B, so that *any* decision is a false separation; the LLM replay: the mean of the
   100 question embeddings, where the truth has a clear leader);
-* ``first``: the replication's first context (a random prompt: a strict leader, a random gap).
+* ``first``: the replication's first context (a random prompt: a strict leader, a random gap);
+* ``tie``: a context where the two leaders tie exactly and lead the rest by at least 0.5
+  (:func:`tie_context`; A: x = (1.15 x 4, 0.9 x 6), B: (1.4, 1.4, 0.9 x 8), inside the contexts'
+  N(1, 0.5) cloud; the LLM replay: the mean question moved, intercept kept at 1, to where GPT-4o mini
+  and GPT-3.5 tie, 2.4 Mahalanobis units from the mean question), so that any decision is false.
 
 Rules: ``CI`` (fixed-time CIs, stop at the first separated look), ``CS`` (confidence sequences,
 tightest at T x M, stop at the first separated look) and ``CI@T`` (fixed-time CIs at the last
@@ -38,6 +42,33 @@ SETTINGS = ("A", "B", "llm")
 RULES = ("CI", "CS", "CI@T")
 
 
+def tie_context(truth, x0, free=None, margin: float = 0.5):
+    """A context near ``x0`` at which the two leaders at ``x0`` (by the truth; ties by index) tie
+    exactly and lead every other item by ``margin``: x0 projected, along its ``free`` coordinates
+    (default all), onto the hyperplane x'(theta*_a - theta*_b) = 0, then moved (within it) towards
+    the leaders until the margin holds."""
+    free = np.arange(len(x0)) if free is None else np.asarray(free)
+    order = np.argsort(-(truth @ x0), kind="stable")
+    a, b = order[0], order[1]
+    others = order[2:]
+    delta = truth[a] - truth[b]
+
+    def onto_tie(v):  # the free coordinates moved so that v'delta = 0
+        v = v.copy()
+        v[free] -= (v @ delta) / (delta[free] @ delta[free]) * delta[free]
+        return v
+
+    x = onto_tie(np.asarray(x0, dtype=float))
+    lift = np.zeros_like(x)
+    lift[free] = ((truth[a] + truth[b]) / 2 - truth[others].mean(axis=0))[free]
+    lift[free] -= (lift[free] @ delta[free]) / (delta[free] @ delta[free]) * delta[free]
+    lead = lambda v: min(truth[a] @ v, truth[b] @ v) - (truth[others] @ v).max()
+    step = 0.0
+    while lead(x + step * lift) < margin:
+        step += 0.01
+    return x + step * lift
+
+
 def _environment(name: str, rep: int):
     """(setting, environment, looks, mean context, seed) of replication ``rep``."""
     from study.simulation.environment import BTLEnvironment
@@ -51,11 +82,11 @@ def _environment(name: str, rep: int):
         setting = llm_setting()
         seed = replication_seed(ROOT_SEED, "llm", "llm", rep)
         env = Replay("llm").environment(setting, seed)
-        return setting, env, range(50, setting.T + 1, 50), load_contexts()[1].mean(axis=0), seed
+        return setting, env, range(50, setting.T + 1, 50), load_contexts()[1].mean(axis=0), seed, range(1, setting.dim)
     setting = BUILTIN[name]
     seed = replication_seed(ROOT_SEED, "regret", name, rep)
     env = BTLEnvironment(setting, seed_sequence(seed))
-    return setting, env, range(10, setting.T + 1, 10), np.full(setting.dim, setting.context_mean), seed
+    return setting, env, range(10, setting.T + 1, 10), np.full(setting.dim, setting.context_mean), seed, None
 
 
 def run_one(task) -> list:
@@ -64,13 +95,14 @@ def run_one(task) -> list:
     from study.simulation.replication import run_environment
 
     name, rep = task
-    setting, env, looks, mean_context, seed = _environment(name, rep)
+    setting, env, looks, mean_context, seed, free = _environment(name, rep)
     result = run_environment(env, "RB", setting, snapshot_times=looks, seed=seed)
     snapshots = [(t, result.snapshots[t][1]) for t in sorted(result.snapshots)]
     truth = env.theta_star - env.theta_star.mean(axis=0)
     tightest = setting.T * setting.M
     records = []
-    for target, x in (("mean", mean_context), ("first", env.contexts[0])):
+    for target, x in (("mean", mean_context), ("first", env.contexts[0]),
+                      ("tie", tie_context(truth, mean_context, free))):
         score = truth @ x
         ranked = np.sort(score)[::-1]
         gap = float(ranked[0] - ranked[1])
@@ -113,7 +145,7 @@ def to_markdown(table: pd.DataFrame) -> str:
     lines = ["| setting | context | rule | reps | decided | wrong top item | comparisons to decide: median [IQR] | "
              "mean comparisons (undecided at T x M) |", "|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
-        context = r.context + (" (all tied)" if r.tied else "")
+        context = r.context + ((" (all tied)" if r.context == "mean" else " (two leaders tied)") if r.tied else "")
         median = "--" if np.isnan(r.median) else f"{r.median:,.0f} [{r.q1:,.0f}, {r.q3:,.0f}]"
         lines.append(f"| {r.setting} | {context} | {r.rule} | {r.reps} | {r.decided:.2f} ± {r.decided_se:.2f} | "
                      f"{r.wrong:.3f} ± {r.wrong_se:.3f} | {median} | {r.mean_used:,.0f} |")
