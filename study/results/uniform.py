@@ -84,18 +84,27 @@ def width_table(intervals: pd.DataFrame, T_of: dict) -> pd.DataFrame:
                                                   cs_ci_ratio_T=("ratio", "median")).reset_index()
 
 
-def load_intervals(out, study) -> pd.DataFrame:
-    return storage.load(out, study, "intervals", columns=["covered", "cs_covered", "lower", "upper", "cs_lower",
-                                                          "cs_upper", "estimate", "truth"])
+COVERED = ["covered", "cs_covered"]
+BOUNDS = ["lower", "upper", "cs_lower", "cs_upper"]
+
+
+def load_intervals(out, study, columns=COVERED, filter=None) -> pd.DataFrame:
+    """The stored intervals with ``columns`` (and the keys), only what the tables need: a large
+    study holds millions of rows."""
+    return storage.load(out, study, "intervals", columns=list(columns), filter=filter)
 
 
 def study_uniform(out, study, T_of: dict, start=None) -> pd.DataFrame:
     """The summary's time-uniform columns for one stored study (empty without intervals)."""
+    import pyarrow.dataset as ds
+
     intervals = load_intervals(out, study)
     if intervals.empty:
         return pd.DataFrame(columns=CELL)
     table = cell_table(per_replication(intervals, start))
-    return table.merge(width_table(intervals, T_of), on=CELL, how="left")
+    horizons = sorted(set(T_of.values()))
+    at_T = load_intervals(out, study, BOUNDS, ds.field("t").isin(horizons)) if horizons else intervals.iloc[:0]
+    return table.merge(width_table(at_T, T_of), on=CELL, how="left")
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,6 +116,8 @@ def uniform_figures(out, study, plt, save, caption, setting_label, directory=Non
     """Per (setting, method, M): ``uniform_<S>``: left, the CI and CS bands over t of a few
     coordinates of replication 0 (with the truth); right, the time-uniform coverage of both per
     coordinate, with binomial 2-SE bars, against the nominal level."""
+    import pyarrow.dataset as ds
+
     intervals = load_intervals(out, study)
     directory = Path(directory or Path(out) / "figures")
     paths = []
@@ -115,7 +126,9 @@ def uniform_figures(out, study, plt, save, caption, setting_label, directory=Non
     per_rep = per_replication(intervals)
     coords = coordinate_table(per_rep)
     cells = cell_table(per_rep)
-    for (setting, method, M), frame in intervals.groupby(CELL, sort=True, observed=True):
+    firsts = sorted({int(r) for r in intervals.groupby(CELL, observed=True)["rep"].min()})  # one replication per cell
+    shown = load_intervals(out, study, COVERED + BOUNDS + ["estimate", "truth"], ds.field("rep").isin(firsts))
+    for (setting, method, M), frame in shown.groupby(CELL, sort=True, observed=True):
         table = coords[(coords.setting == setting) & (coords.method == method) & (coords.M == M)]
         summary = cells[(cells.setting == setting) & (cells.method == method) & (cells.M == M)].iloc[0]
         fig = plt.figure(figsize=(13.5, 2.6 * coordinates + 0.8))
