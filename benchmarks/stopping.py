@@ -147,7 +147,7 @@ def to_markdown(table: pd.DataFrame) -> str:
     for r in table.itertuples():
         context = r.context + ((" (all tied)" if r.context == "mean" else " (two leaders tied)") if r.tied else "")
         median = "--" if np.isnan(r.median) else f"{r.median:,.0f} [{r.q1:,.0f}, {r.q3:,.0f}]"
-        lines.append(f"| {r.setting} | {context} | {r.rule} | {r.reps} | {r.decided:.2f} ± {r.decided_se:.2f} | "
+        lines.append(f"| {r.setting} | {context} | {r.rule} | {r.reps} | {r.decided:.3f} ± {r.decided_se:.3f} | "
                      f"{r.wrong:.3f} ± {r.wrong_se:.3f} | {median} | {r.mean_used:,.0f} |")
     return "\n".join(lines) + "\n"
 
@@ -158,7 +158,13 @@ def main(argv=None) -> int:
     parser.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS))
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--table-only", action="store_true", help="rewrite stopping.md from DIR/stopping.csv")
     args = parser.parse_args(argv)
+    if args.table_only:
+        text = to_markdown(summarise(pd.read_csv(args.out / "stopping.csv")))
+        (args.out / "stopping.md").write_text(text)
+        print(text)
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     tasks = [(name, rep) for name in args.settings for rep in range(args.reps)]
     started = time.perf_counter()
