@@ -34,6 +34,7 @@ from .results.summary import write_summary
 from .results.verdicts import write_verdicts
 from .runner import (BASELINE_STUDIES, DEFAULT_BASELINE_STUDIES, DEFAULT_SEED, STUDIES, STUDY_NAMES, WARMUP_STUDIES,
                      ConfigMismatch, RunOptions, check_stored, connect, make_plan, max_local_cpus, run_study)
+from .runner import numerics
 from .runner.panels import store_diagram_panels
 from .simulation.named import load_settings_file
 from .simulation.settings import BUILTIN_SETTINGS, WARMUPS
@@ -111,7 +112,9 @@ per question: a Parquet list column or a JSON list such as "[1.0, 0.2]" in CSV) 
 prompt text, embedded with all-MiniLM-L6-v2 and reduced to --dim dimensions; needs the optional
 extra llm-prepare).  The file is checked before Ray starts; a bad entry fails with exit status 2
 and names its row and column.  The parsed data travel to the Ray workers with the tasks, so the
-file need not exist on other nodes.
+file need not exist on other nodes.  Cost: by default 50 replications of the five methods at
+T = 5000 (about 8 minutes on 2 cores for a 400-row file); --quick runs 4 (a smoke run), and
+--set T=1000 --set T0=400 shortens the horizon.
 """
 
 
@@ -217,6 +220,8 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=_positive_int, metavar="B",
                         help="replications per Ray task (default: automatic; never changes results)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    parser.add_argument("--pin-numerics", action="store_true", help="the same numbers on every x86-64 machine: "
+                        "pinned BLAS kernel and numpy SIMD (or STUDY_PIN_NUMERICS=1; docs/core.md#reproducibility)")
     parser.add_argument("--verbose", action="store_true",
                         help="print the full traceback of every replication that fails in this run (they are "
                              "stored either way: python -m study.results failures DIR)")
@@ -265,9 +270,20 @@ def _check_out(parser, args):
 
 
 def _runtime_env(args):
-    """The Ray runtime environment asked for on the command line (None: Ray's default)."""
-    modules = getattr(args, "py_modules", None)
-    return {"py_modules": [str(Path(m).expanduser().resolve()) for m in modules]} if modules else None
+    """The Ray runtime environment asked for on the command line (None: Ray's default), with the
+    pin's variables for every worker when the pin is in effect (:mod:`study.runner.numerics`)."""
+    modules, pin = getattr(args, "py_modules", None), numerics.worker_environment()
+    env = {"py_modules": [str(Path(m).expanduser().resolve()) for m in modules]} if modules else {}
+    return {**env, "env_vars": pin} if pin else (env or None)
+
+
+def _from_command_line(argv) -> bool:
+    """Were these arguments this process's own command line (a job script, ``python -m study.cli``),
+    rather than a call from Python (which must not be re-executed for the pin)?"""
+    if argv is None:
+        return True
+    argv = list(argv)
+    return sys.argv[len(sys.argv) - len(argv):] == argv if argv else len(sys.argv) <= 2
 
 
 def _check_writable(parser, out: Path, given):
@@ -292,10 +308,11 @@ def _check_writable(parser, out: Path, given):
         parser.error(f"--out {given!r} is not writable ({exc.strerror})")
 
 
-def make_plans(parser, args, studies, source=None, check=True):
+def make_plans(parser, args, studies, source=None, check=True, command_line=False):
     """Validate everything and build one Plan per study; errors exit with status 2 (also when
     ``check`` and ``--out`` holds results of another configuration).  ``source``: the replay
-    source's options (``llm`` job)."""
+    source's options (``llm`` job); ``command_line``: the arguments are this process's command line
+    (which ``--pin-numerics`` may re-execute)."""
     overrides = {}
     for key, value in args.overrides:
         if key in overrides:
@@ -329,6 +346,10 @@ def make_plans(parser, args, studies, source=None, check=True):
         except ValueError as exc:
             parser.error(str(exc))
     _check_out(parser, args)
+    try:  # re-executes this command with the pin's environment if numpy was loaded without it
+        numerics.apply_pin(getattr(args, "pin_numerics", False), command_line)
+    except ValueError as exc:
+        parser.error(f"--pin-numerics: {exc}")
     if check and not args.fresh:
         for plan in plans:
             try:
@@ -375,7 +396,7 @@ def main(study: str, argv=None, *, replicate=None) -> int:
     """Run one study from command-line arguments; returns the exit status."""
     parser = build_parser(study)
     args = parser.parse_args(argv)
-    plans = make_plans(parser, args, [study])
+    plans = make_plans(parser, args, [study], command_line=_from_command_line(argv))
     status = _run_plans(plans, args, replicate)
     if status >= 2 or args.no_figures:  # 2: nothing ran; 130/143: interrupted (rerun resumes, then draws)
         return status
@@ -410,7 +431,7 @@ def _main_suite(name, argv, replicate) -> int:
     args = parser.parse_args(argv)
     if name == "baselines":
         args.studies = _baseline_studies(parser, args)
-    plans = make_plans(parser, args, args.studies)
+    plans = make_plans(parser, args, args.studies, command_line=_from_command_line(argv))
     start = time.perf_counter()
     try:
         with study_lock(args.out, run_id=f"{name}-{uuid.uuid4().hex[:6]}"):  # one writer for the whole run
@@ -510,7 +531,7 @@ def main_llm(argv=None) -> int:
         parser.error(f"--judgments {args.judgments!r} is a directory; give a CSV or Parquet file")
     if study == "byo":  # read and validated here, before Ray starts (a bad file exits with status 2)
         source = {"judgments": args.judgments, "dim": args.dim or 10, "ridge": args.ridge or 0.0}
-    plan, = make_plans(parser, args, [study], source=source, check=not args.figures_only)
+    plan, = make_plans(parser, args, [study], source=source, check=not args.figures_only, command_line=_from_command_line(argv))
     if args.figures_only:  # draw what is stored; compute missing diagram snapshots only for the same configuration
         try:
             check_stored(plan, args.out)

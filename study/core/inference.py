@@ -18,7 +18,7 @@ from scipy.linalg import LinAlgError, lapack
 from scipy.stats import norm
 
 from . import _validate as check
-from . import sandwich
+from . import decisions, sandwich
 from .contrasts import from_reduced, to_reduced
 from .guards import check_fit_size, check_theta_for_debias
 from .likelihood import ComparisonData
@@ -266,6 +266,7 @@ def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND
     except LinAlgError:
         return _unavailable(n, d, np.inf, comparisons)
     rcond = float(lapack.dpocon(factor, float(np.abs(reduced).sum(axis=0).max()))[0])
+    decisions.threshold("Psi_t singular", rcond, rcond_min)
     if not rcond > rcond_min:
         return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond, comparisons)
     # theta_d = theta - Phi_11 grad = theta - Q [(C'HC)^{-1} Q' grad]  (C = Q (x) I_d)

@@ -45,6 +45,7 @@ from scipy.linalg import LinAlgError, lapack
 from scipy.special import expit
 
 from . import _validate as check
+from . import decisions
 from .contrasts import from_reduced, to_reduced
 from .guards import check_fit_size
 from .iterative import IterativeFactor, iterative
@@ -427,7 +428,9 @@ def identified(data, theta, quad, rcond: float = 1e-10) -> bool:
         factor = cholesky(matrix)
     except LinAlgError:
         return False
-    return float(lapack.dpocon(factor, float(np.abs(matrix).sum(axis=0).max()))[0]) > rcond
+    value = float(lapack.dpocon(factor, float(np.abs(matrix).sum(axis=0).max()))[0])
+    decisions.threshold("stage 1 identified", value, rcond)
+    return value > rcond
 
 
 def _polish(data, theta, ridge, factor, tol, rounds: int = 4):

@@ -20,6 +20,8 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..core import decisions
+
 
 class _ChoiceFields(NamedTuple):
     major: int
@@ -205,15 +207,15 @@ def argmax_playable(step: Step, scores: np.ndarray) -> int:
     item).  Ties go to the lowest index."""
     playable = step.graph.playable
     if playable.all():
-        return int(np.argmax(scores))
-    return int(np.argmax(np.where(playable, scores, -np.inf)))
+        return decisions.argmax("major item", scores)
+    return decisions.argmax("major item", np.where(playable, scores, -np.inf))
 
 
 def argmax_neighbour(step: Step, major: int, scores: np.ndarray) -> int:
     """The neighbour j of ``major`` with the largest ``scores[k]`` (scores indexed like
     ``step.graph.neighbours[major]``); ties go to the lowest item index."""
     nbrs = step.graph.neighbours[major]
-    return int(nbrs[int(np.argmax(scores))])
+    return int(nbrs[decisions.argmax("opponent", scores)])
 
 
 def available(step: Step):

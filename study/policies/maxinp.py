@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core import decisions
 from .base import Choice, Step
 from .paper import ucb_width
 from .warmup import PhiRule, warmup_rule
@@ -62,7 +63,9 @@ def candidates(db, x: np.ndarray, width: float, playable: np.ndarray) -> np.ndar
     beaten = np.zeros(len(utility), dtype=bool)
     if len(pairs):
         sd = np.sqrt(np.maximum(db.pair_spread(x, pairs), 0.0))
-        lost = utility[pairs[:, 1]] - utility[pairs[:, 0]] > width * sd
+        advantage = utility[pairs[:, 1]] - utility[pairs[:, 0]]
+        lost = advantage > width * sd
+        decisions.note_least("candidate set", advantage, width * sd)
         beaten[pairs[lost, 0]] = True
     return playable & ~beaten
 
@@ -83,9 +86,10 @@ class MaxInP(PhiRule):
         if not pool.any():
             pool = keep[edges[:, 0]] | keep[edges[:, 1]]
         pool = edges[pool]
-        a, b = (int(v) for v in pool[int(np.argmax(db.pair_spread(x, pool)))])
+        a, b = (int(v) for v in pool[decisions.argmax("edge", db.pair_spread(x, pool))])
         utility = db.theta_d @ x
         if keep[a] and keep[b]:
+            decisions.note("major end", decisions.gap(float(utility[a]), float(utility[b])))
             major = a if utility[a] >= utility[b] else b
         else:
             major = a if keep[a] else b

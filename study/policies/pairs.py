@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import decisions
 from .base import Choice, Step, argmax_neighbour
 from .warmup import PhiRule
 
@@ -13,6 +14,7 @@ def higher_end(utility: np.ndarray, a: int, b: int) -> Choice:
     """The edge (a, b) as a Choice whose major item is the end with the larger utility (ties: the
     lower index)."""
     a, b = min(a, b), max(a, b)
+    decisions.note("major end", decisions.gap(float(utility[a]), float(utility[b])))
     return Choice(a, b, False) if utility[a] >= utility[b] else Choice(b, a, False)
 
 
@@ -35,5 +37,5 @@ class EdgeRule(PhiRule):
     def choose(self, step: Step, db) -> Choice:
         edges = step.graph.edges
         utility = db.theta_d @ step.x
-        a, b = (int(v) for v in edges[int(np.argmax(self.edge_scores(db, step.x, edges, utility)))])
+        a, b = (int(v) for v in edges[decisions.argmax("edge", self.edge_scores(db, step.x, edges, utility))])
         return higher_end(utility, a, b)

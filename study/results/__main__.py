@@ -27,7 +27,8 @@ def main(argv=None) -> int:
         description="Check a study directory's parts against their checksums, or drop the damaged "
                     "ones so that rerunning the study's command recomputes them.")
     sub = parser.add_subparsers(dest="command", required=True)
-    v = sub.add_parser("verify", help="check every part of every (or the named) study; exit 1 if any is damaged")
+    v = sub.add_parser("verify", help="check every part of every (or the named) study; exit 1 if any is damaged "
+                                      "or there is no study to check")
     v.add_argument("out")
     v.add_argument("studies", nargs="*")
     d = sub.add_parser("drop-damaged", help="move damaged batches to <study>/_damaged/ (then rerun the command)")
@@ -70,8 +71,15 @@ def main(argv=None) -> int:
             print(f"{args.study}: {lost} replications to recompute; rerun the study's command")
             return 0
         status = 0
-        for study in args.studies or _studies_in(out):
+        studies = args.studies or _studies_in(out)
+        if not studies:
+            print(f"{out}: no stored study to verify (a study is a folder holding _manifest.json or {COMMITS}/; "
+                  "a job's --out holds one per study it ran)", file=sys.stderr)
+            return 1
+        total = 0
+        for study in studies:
             report = verify(out, study)
+            total += report["replications"]
             bad = report["damaged"] or report["duplicates"]
             print(f"{study}: {report['commits']} batches, {report['replications']} replications, "
                   f"{len(report['damaged'])} damaged files, {len(report['duplicates'])} duplicated keys, "
@@ -83,6 +91,8 @@ def main(argv=None) -> int:
             if bad:
                 print(f"  to recover: {recovery_hint(out, study)}")
                 status = 1
+        print(f"checked {len(studies)} {'study' if len(studies) == 1 else 'studies'} in {out} ({total} replications): "
+              + ("every part matches its commit record's size and SHA-256" if status == 0 else "damage found, see above"))
         return status
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,8 +1,9 @@
 """The summary table (DIR/summary.csv and DIR/summary.md), from the stored Parquet alone.
 
 One row per study, setting, method and M: the number of replications, the final average regret
-R(T), the final relative error, and (where intervals were recorded) the coverage at t = T, each
-as a mean over replications with its Monte Carlo standard error.  The coverage of a replication is
+R(T), the final relative error, the same two at t = T0 (the end of stage 1; CSV only), and (where
+intervals were recorded) the coverage at t = T, each as a mean over replications with its Monte
+Carlo standard error.  The coverage of a replication is
 the fraction of its n x d intervals at t = T that cover the truth; CP is the mean of that fraction
 and its SE the replication-to-replication SD / sqrt(reps) (which accounts for the dependence
 between the intervals of one replication).  Where intervals were recorded it also gives their
@@ -25,7 +26,8 @@ from .stored import stored_studies, study_commits, study_info
 
 KEYS = ["study", "setting", "method", "M"]
 COLUMNS = KEYS + ["T0", "T", "reps", "final_regret", "final_regret_se", "final_rel_error",
-                  "final_rel_error_se", "cp", "cp_se", "cp_reps", "final_pair_regret", "final_pair_regret_se"]
+                  "final_rel_error_se", "cp", "cp_se", "cp_reps", "final_pair_regret", "final_pair_regret_se",
+                  "t0_regret", "t0_regret_se", "t0_rel_error", "t0_rel_error_se"]
 UNIFORM_COLUMNS = ["tu_ci", "tu_ci_se", "tu_ci_min", "tu_cs", "tu_cs_se", "tu_cs_min", "tu_reps", "ci_width_T",
                    "cs_width_T", "cs_ci_ratio_T"]
 COLUMNS += UNIFORM_COLUMNS
@@ -47,6 +49,15 @@ def study_summary(out, study) -> pd.DataFrame:
                   final_regret_se=("avg_regret", _se), final_rel_error=("rel_error", "mean"),
                   final_rel_error_se=("rel_error", _se), final_pair_regret=("avg_pair_regret", "mean"),
                   final_pair_regret_se=("avg_pair_regret", _se)).reset_index()
+    at_t0 = storage.load(out, study, columns=["T0", "T", "avg_regret", "rel_error"],
+                         filter=(ds.field("t") == ds.field("T0")) & (ds.field("T0") > 0))
+    if len(at_t0):
+        t0 = at_t0.groupby(["setting", "method", "M", "T0", "T"], observed=True).agg(
+            t0_regret=("avg_regret", "mean"), t0_regret_se=("avg_regret", _se),
+            t0_rel_error=("rel_error", "mean"), t0_rel_error_se=("rel_error", _se)).reset_index()
+        table = table.merge(t0, on=["setting", "method", "M", "T0", "T"], how="left")
+    else:
+        table[["t0_regret", "t0_regret_se", "t0_rel_error", "t0_rel_error_se"]] = np.nan
     table["cp"] = np.nan
     table["cp_se"] = np.nan
     table["cp_reps"] = 0

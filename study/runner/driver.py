@@ -27,6 +27,7 @@ from ..results.storage import dataset_dirs
 from . import manifest as manifests
 from .batching import BatchSize, batches, choose_batch_size
 from .fingerprint import check_stored
+from .numerics import describe, numerics
 from .progress import Interrupts, Progress
 from .rayconn import connect
 from .reuse import copy_reused, count_reusable, reusable
@@ -203,6 +204,7 @@ class _StudyRun:
         self.options = dataclasses.replace(options, record_intervals=bool(record), replicate=replicate)
         self.run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self.failures, self.computed = [], 0
+        self.numerics_seen, self.numerics_by_node, self.stored_numerics = {}, {}, {}
 
     def execute(self) -> StudyReport:
         """Hold the lock, check what is stored, connect to Ray if there is work, run, record."""
@@ -245,6 +247,7 @@ class _StudyRun:
             storage.make_dir(d)
         manifest, run = manifests.open_run(plan, existing, plan.fingerprint(), self.run_id,
                                            self.options.record_intervals, self.stored_before)
+        self.stored_numerics = manifests.stored_numerics(existing)
         storage.write_manifest(manifest, self.out, plan.study)
         start, finished, stopped = time.perf_counter(), False, False
         interrupts = Interrupts(plan.study, self.log, enabled=self.options.handle_signals)
@@ -264,6 +267,7 @@ class _StudyRun:
                     ray.shutdown()
                 n_reused = run.get("reused", {}).get("replications", 0)
                 seconds = time.perf_counter() - start
+                manifests.record_numerics(manifest, run, self.out, plan.study, self.numerics_seen, self.numerics_by_node)
                 manifests.close_run(manifest, run, seconds=seconds, computed=self.computed,
                                     failed=len(self.failures), finished=finished,
                                     interrupted=stopped or interrupts.requested, signals=interrupts.signals,
@@ -406,15 +410,36 @@ class _TaskLoop:
     def _record(self, cell, reps_seeds, result) -> None:
         """Hand one task's result (or its failure records) to the writer, the report and the bar."""
         r = self.run_
-        self.writer.add(result)
+        n = len(reps_seeds) * len(as_cells(cell))
+        self.writer.add(result, n - len(result["failures"]))
+        self._note_numerics(result)
         self.nodes.add(result.get("node"))
         self.task_cpu += result.get("cpu_seconds", 0.0)
-        n = len(reps_seeds) * len(as_cells(cell))
         if "seconds" in result:
             self.size.observe(result["seconds"], n)
         r.failures.extend(result["failures"])
         self.bar.update(n, len(result["failures"]))
         self.received += 1
+
+    def _note_numerics(self, result) -> None:
+        """Record what a task computed with; warn once per new kernel/SIMD combination that makes
+        the study's table mix them (with what is stored, or with other workers)."""
+        info, r = result.get("numerics"), self.run_
+        if not info:
+            return
+        r.numerics_by_node.setdefault(result.get("node"), info["key"])
+        if info["key"] in r.numerics_seen:
+            return
+        others = dict(r.numerics_seen)
+        stored = {k: v for k, v in r.stored_numerics.items()
+                  if k not in (info["key"], manifests.UNRECORDED) and k not in others}
+        r.numerics_seen[info["key"]] = info
+        if stored or others:
+            r.log(manifests.mixing_warning(r.plan.study, info, {**stored, **others}, stored=bool(stored)))
+        if numerics()["pinned"] and not info.get("pinned"):
+            r.log(f"[{r.plan.study}] warning: the driver runs the pinned numerics but a worker (node "
+                  f"{result.get('node')}) computes with {describe(info)}: its replications are not bit-identical "
+                  "to pinned ones (is its Ray runtime environment's env_vars overridden?)")
 
     def _cancel_in_flight(self) -> None:
         """Cancel every task still running (their replications stay missing, computed next run)."""

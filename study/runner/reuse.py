@@ -7,7 +7,7 @@ import json
 
 import pyarrow as pa
 
-from ..results import storage
+from ..results import records, storage
 from ..results.storage import StorageError, dataset_dirs, read_manifest
 from ..policies import ALL_METHODS
 from .catalogue import STUDIES, seed_namespace
@@ -79,13 +79,24 @@ def copy_reused(plan, out, done: set, sources: dict, run_id, record_intervals, l
                 continue
             tables = _rows_of(out, other, part, state, take, record_intervals, plan.study)
             storage.commit_batch(out, plan.study, f"part-{run_id}-reuse{seq:05d}.parquet", tables, [], run_id,
-                                 reused_from={"study": other, "part": part.name})
+                                 reused_from={"study": other, "part": part.name},
+                                 **_numerics_of(out, other, part, len(take)))
             seq += 1
             done |= take
             copied[other] = copied.get(other, 0) + len(take)
     for other, n in copied.items():
         log(f"[{plan.study}] reused {n} replications stored by the identical cells of study {other!r}")
     return copied
+
+
+def _numerics_of(out, other, part, n) -> dict:
+    """The ``numerics`` entry of the commit record of ``n`` rows copied from ``part`` of study
+    ``other``: the source record's (all ``n`` under its key when it has one), {} if it has none."""
+    record, _ = records.read_record(storage.commits_dir(out, other) / (part.stem + ".json"))
+    source = (record or {}).get("numerics")
+    if not isinstance(source, dict) or not source:
+        return {}
+    return {"numerics": {next(iter(source)): n} if len(source) == 1 else dict(source)}
 
 
 def _rows_of(out, other, part, state, take, record_intervals, study) -> dict:

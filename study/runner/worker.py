@@ -25,6 +25,7 @@ import pyarrow as pa
 from ..results.schema import INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
+from .numerics import numerics
 
 # trajectory and interval columns a result may lack (recorded as null): added after replicate hooks were written
 OPTIONAL_COLUMNS = ("before_phi",)
@@ -163,7 +164,8 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     ``cell`` may also be a tuple of cells that differ only by method and share a prefix of their
     steps (:func:`study.runner.batching.cell_groups`), all run on each replication's one
     environment.  Returns ``{"trajectory": Table, "intervals": Table, "failures": [dict],
-    "seconds", "cpu_seconds", "node"}``."""
+    "seconds", "cpu_seconds", "node", "numerics"}`` (``numerics``: the BLAS kernels and numpy SIMD
+    this process computed with, :func:`study.runner.numerics.numerics`)."""
     start, cpu_start = time.perf_counter(), time.process_time()
     cells = as_cells(cell)
     setting = _setting_of(cells[0])
@@ -195,6 +197,7 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
         "seconds": time.perf_counter() - start,
         "cpu_seconds": time.process_time() - cpu_start,
         "node": _node_id(),
+        "numerics": numerics(),
     }
 
 

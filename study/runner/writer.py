@@ -17,15 +17,22 @@ class Writer:
         self.out, self.study, self.run_id = out, study, run_id
         self.seq = 0
         self.stored = 0  # successful replications committed
+        self.numerics = {}  # numerics key -> what it names (study.runner.numerics), of every task so far
         self._reset()
 
     def _reset(self):
         self.traj, self.ints, self.fails = [], [], []
         self.rows = 0
+        self.counts = {}  # numerics key -> replications buffered
         self.last_flush = time.monotonic()
 
-    def add(self, result: dict):
-        """Buffer one task's result (:func:`study.runner.worker.run_batch`)."""
+    def add(self, result: dict, replications: int = 0):
+        """Buffer one task's result (:func:`study.runner.worker.run_batch`) holding ``replications``
+        stored replications (counted under the numerics they were computed with)."""
+        info = result.get("numerics")
+        if info and replications:
+            self.numerics.setdefault(info["key"], info)
+            self.counts[info["key"]] = self.counts.get(info["key"], 0) + replications
         if result["trajectory"].num_rows:
             self.traj.append(result["trajectory"])
         if result["intervals"].num_rows:
@@ -47,7 +54,7 @@ class Writer:
         failed = [(f["setting"], f["method"], f["M"], f["rep"]) for f in self.fails]
         try:
             record = storage.commit_batch(self.out, self.study, f"part-{self.run_id}-{self.seq:05d}.parquet",
-                                          tables, failed, self.run_id)
+                                          tables, failed, self.run_id, numerics=dict(self.counts))
         except storage.StorageError:
             self._reset()  # unwritable (full disk, lost permission): the run stops; never retried in a loop
             raise

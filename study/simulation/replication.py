@@ -24,6 +24,7 @@ from scipy.stats import norm
 from threadpoolctl import ThreadpoolController
 
 from ..core.confseq import cs_factor
+from ..core.decisions import at_step
 from ..core.inference import DebiasResult
 from ..policies import Choice, Step, check_method, make_policy
 from ..policies.base import read_only
@@ -224,6 +225,7 @@ class _Loop:
         z = self.z
         grid = setting.ci_every
         for t in range(self.t + 1, until + 1):
+            at_step(t)  # decision margins noted from here on are step t's (study.core.decisions)
             x = contexts[t - 1]
             step = Step(t, x, self.uniforms[t - 1], graph, estimate.theta, debiased.for_policy, rng=self.rng,
                         setting=setting)  # x and theta handed over as read-only copies (Step)

@@ -2,9 +2,10 @@
 loopback, a job joining it with --address and a user package through --py-modules, the same study
 through `ray job submit --working-dir .`, and the head stopped by its PID (never `ray stop`).
 
-Only the ports, RAY_TMPDIR and HOME differ from the page (free ports; a short temporary directory;
-a temporary home, so that the token Ray creates never touches the user's ~/.ray).  The head runs in
-a session of its own, so that whatever happens, only its processes are killed at the end.
+Only HOME differs from the page (a temporary home, so that the token Ray creates never touches the
+user's ~/.ray); the page itself picks free ports and a session directory of the head's own.  The
+head runs in a session of its own, so that whatever happens, only its processes are killed at the
+end.
 """
 from __future__ import annotations
 
@@ -13,10 +14,8 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,17 +28,6 @@ from study.results import storage
 PAGE = ROOT / "docs" / "cluster.md"
 
 
-def _free_ports(k: int) -> list:
-    sockets = [socket.socket() for _ in range(k)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def _session_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -48,21 +36,16 @@ def _session_alive(pgid: int) -> bool:
         return False
 
 
-def _recipe(ports, tmpdir) -> str:
+def _recipe() -> str:
     recipe = [b for b in blocks(PAGE) if b.directive == "cluster-recipe"]
     assert [b.language for b in recipe] == ["bash"] * 4, "the page's recipe is four bash blocks"
     start, address, submit, stop = (b.code for b in recipe)
-    start, n = re.subn(r"^HEAD_PORT=\d+ DASHBOARD_PORT=\d+ CLIENT_PORT=\d+ AGENT_PORT=\d+",
-                       "HEAD_PORT={} DASHBOARD_PORT={} CLIENT_PORT={} AGENT_PORT={}".format(*ports), start, flags=re.M)
-    assert n == 1
-    start, n = re.subn(r"^export RAY_TMPDIR=.*?(?=\s+#|$)", f"export RAY_TMPDIR={tmpdir}", start, flags=re.M)
-    assert n == 1
     # between the jobs and the stop: the job API refuses a request without the token
     check = ("python -c \"import sys, urllib.error, urllib.request\n"
              "try:\n    urllib.request.urlopen(f'http://127.0.0.1:{sys.argv[1]}/api/jobs/', timeout=10); print('AUTH 200')\n"
              "except urllib.error.HTTPError as e:\n    print(f'AUTH {e.code}')\" $DASHBOARD_PORT\n")
     return ("set -u\n" + start + "echo RECIPE-STARTED\n" + address + "echo ADDRESS-EXIT=$?\n" + submit
-            + "echo SUBMIT-EXIT=$?\n" + check + stop + "echo RECIPE-STOPPED\n")
+            + "echo SUBMIT-EXIT=$?\n" + check + "echo RAY-TMPDIR=$RAY_TMPDIR\n" + stop + "echo RECIPE-STOPPED\n")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the recipe is checked on Linux")
@@ -70,13 +53,12 @@ def test_cluster_recipe_with_token_authentication(tmp_path):
     ray_cli = Path(sys.executable).with_name("ray")
     if not ray_cli.exists() and shutil.which("ray") is None:
         pytest.skip("the ray command line is not installed")
-    tmpdir = tempfile.mkdtemp(prefix="rq", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(HOME=str(home), PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
     script = tmp_path / "recipe.sh"
-    script.write_text(_recipe(_free_ports(4), tmpdir))
+    script.write_text(_recipe())
     proc = subprocess.Popen(["bash", str(script)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -89,8 +71,12 @@ def test_cluster_recipe_with_token_authentication(tmp_path):
         if proc.poll() is None or _session_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)  # our session only
             proc.wait(timeout=30)
-        shutil.rmtree(tmpdir, ignore_errors=True)
     tail = output[-6000:]
+    tmpdir = re.search(r"^RAY-TMPDIR=(.*)$", output, flags=re.M)
+    if tmpdir and tmpdir.group(1).startswith("/tmp/ray-"):
+        leftover_dir = Path(tmpdir.group(1)).exists()
+        shutil.rmtree(tmpdir.group(1), ignore_errors=True)
+        assert not leftover_dir or proc.returncode != 0, "the recipe leaves its session directory behind"
     assert proc.returncode == 0, tail
     assert "RECIPE-STARTED" in output and "RECIPE-STOPPED" in output, tail
     assert "ADDRESS-EXIT=0" in output and "SUBMIT-EXIT=0" in output, tail
@@ -107,6 +93,11 @@ def test_cluster_recipe_with_token_authentication(tmp_path):
         assert manifest["runs"][-1]["ray_mode"] == mode and manifest["runs"][-1]["failed"] == 0
         tables[name] = storage.load(out, "regret")
         assert sorted(set(tables[name]["method"])) == ["RB", "examples.my_policy:Boltzmann"]
+    commits = {name: json.loads((runs / name / "regret" / "_manifest.json").read_text())["git_commit"]
+               for name in ("address", "job")}
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # the submitted copy has no .git: the commit reached it in STUDY_GIT_COMMIT
+        assert commits["job"] == head.stdout.strip() and commits["address"].startswith(commits["job"]), commits
     columns = ["setting", "method", "rep", "t", "major", "other", "avg_regret", "rel_error"]
     a, b = (tables[k][columns].reset_index(drop=True) for k in ("address", "job"))
     assert a[columns[:6]].equals(b[columns[:6]])
