@@ -82,8 +82,8 @@ def interval_table(study, cell, rep, seed, result) -> pa.Table:
     for f in INTERVAL_SCHEMA:
         if f.name in const:
             arrays.append(pa.array([const[f.name]] * n, type=f.type))
-        elif f.name in OPTIONAL_INTERVAL_COLUMNS and f.name not in (ints or {}):  # a replicate hook's result
-            arrays.append(pa.nulls(n, type=f.type))
+        elif f.name in OPTIONAL_INTERVAL_COLUMNS and len((ints or {}).get(f.name, ())) != n:
+            arrays.append(pa.nulls(n, type=f.type))  # a replicate hook's result without them (absent or empty)
         elif f.type == pa.bool_():
             arrays.append(pa.array(np.asarray(ints[f.name]).astype(bool) if n else [], type=f.type))
         else:

@@ -55,8 +55,9 @@ class ReplicationResult:
         """Tidy frames: ``{"trajectory": DataFrame, "intervals": DataFrame}``."""
         trajectory = pd.DataFrame({name: self.trajectory[name] for name in TRAJECTORY_COLUMNS
                                    if name in self.trajectory})
-        intervals = pd.DataFrame({name: self.intervals[name] for name in INTERVAL_COLUMNS
-                                  if name in self.intervals})
+        rows = len(self.intervals["t"]) if "t" in self.intervals else 0
+        intervals = pd.DataFrame({name: self.intervals[name] for name in INTERVAL_COLUMNS  # a hook's result may
+                                  if len(self.intervals.get(name, ())) == rows})  # lack the newer columns
         return {"trajectory": trajectory, "intervals": intervals}
 
     @property
