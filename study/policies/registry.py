@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._util import import_object, sha256_files
+from ..simulation.settings import public_view
 from .bald import bald
 from .colstim import colstim, colstim_rev
 from .guro import guro
@@ -107,10 +108,11 @@ def resolve_methods(names) -> dict:
 
 
 def make_policy(method, setting, factory=None):
-    """A fresh policy for one replication: ``factory(setting)``, the factory resolved from
-    ``method`` unless given."""
+    """A fresh policy for one replication: ``factory(setting)`` with the setting's public view
+    (:class:`study.simulation.settings.PublicSetting`: every field but the truth), the factory
+    resolved from ``method`` unless given."""
     factory = resolve_policy(method) if factory is None else factory
-    policy = factory(setting)
+    policy = factory(public_view(setting))
     if not callable(getattr(policy, "select", None)):
         raise TypeError(f"the factory of method {method!r} returned {type(policy).__name__!r}, which has no "
                         "select(step) method")

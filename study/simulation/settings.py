@@ -232,11 +232,83 @@ class Setting:
 
     def to_dict(self) -> dict:
         """JSON-friendly record of every field (arrays as nested lists)."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = np.asarray(value).tolist() if isinstance(value, (np.ndarray, list, tuple)) else value
-        return out
+        return _as_dict(self, [f.name for f in dataclasses.fields(self)])
+
+    def public(self) -> "PublicSetting":
+        """The setting as a policy sees it: every field but the truth (:class:`PublicSetting`)."""
+        return PublicSetting(self)
+
+
+def _as_dict(setting, names) -> dict:
+    out = {}
+    for name in names:
+        value = getattr(setting, name)
+        out[name] = np.asarray(value).tolist() if isinstance(value, (np.ndarray, list, tuple)) else value
+    return out
+
+
+# What a policy may not see: theta* itself, or the name that determines it ("paired", "identity").
+HIDDEN_FIELDS = ("truth",)
+_TRUTH_NAMES = HIDDEN_FIELDS + ("theta_star", "theta_star_centred", "draw_truth", "random_truth")
+PUBLIC_FIELDS = tuple(f.name for f in dataclasses.fields(Setting) if f.name not in HIDDEN_FIELDS)
+
+
+class PublicSetting:
+    """A :class:`Setting` as a policy sees it (the factory's argument and ``step.setting``): every
+    field but ``truth``, copied (no reference to the Setting behind it), read-only.
+
+    The truth (theta*, or the name that determines it) is held by the environment alone, so that
+    no policy can read it by accident: ``truth``, ``theta_star``, ``theta_star_centred``,
+    ``draw_truth`` and ``random_truth`` raise ``AttributeError``.  ``lambda_t``,
+    ``edge_probability`` and ``to_dict`` work as on the setting.
+    """
+
+    __slots__ = PUBLIC_FIELDS
+
+    def __init__(self, setting):
+        for name in PUBLIC_FIELDS:
+            object.__setattr__(self, name, getattr(setting, name))
+
+    def __getattr__(self, name):  # only reached for names that are not slots
+        if name in _TRUTH_NAMES:
+            raise AttributeError(f"a policy cannot see the truth: Setting.{name} is held by the environment alone "
+                                 "(a policy gets every other field of the setting; docs/baselines.md)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"the setting a policy is handed is read-only (cannot set {name!r})")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"the setting a policy is handed is read-only (cannot delete {name!r})")
+
+    def __reduce__(self):
+        return _public_setting, ({name: getattr(self, name) for name in PUBLIC_FIELDS},)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in ("name", "n_items", "dim", "T", "T0", "M",
+                                                                          "warmup"))
+        return f"PublicSetting({shown}, truth=<hidden>)"
+
+    lambda_t = Setting.lambda_t
+    edge_probability = Setting.edge_probability
+
+    def to_dict(self) -> dict:
+        """JSON-friendly record of every public field (arrays as nested lists)."""
+        return _as_dict(self, PUBLIC_FIELDS)
+
+
+def _public_setting(fields: dict) -> PublicSetting:
+    view = object.__new__(PublicSetting)
+    for name, value in fields.items():
+        object.__setattr__(view, name, value)
+    return view
+
+
+def public_view(setting):
+    """What a policy is handed of ``setting``: its :class:`PublicSetting` (None stays None)."""
+    if setting is None or isinstance(setting, PublicSetting):
+        return setting
+    return setting.public()
 
 
 _FRACTION_OF_T = re.compile(r"([0-9]*\.?[0-9]+)\*?T")
