@@ -1,0 +1,243 @@
+"""Replications run in fresh processes, for the ``shared_state`` check of :func:`study.check_policy`:
+a policy that keeps state across replications (a module-level cache, a class attribute) gives a
+replication that depends on what ran before it in the same worker, which a fresh process shows.
+
+A fresh process is forked from a small server process started once per process that asks
+(``python -m study.policies.fresh``): it imports :mod:`study` and never runs user code itself, so
+each job costs a fork rather than an interpreter start, and the forked child starts from a state
+no policy has touched.  (``multiprocessing`` is not used: its children re-import the parent's
+``__main__``, which re-runs a user's script, and fails for code read from stdin.)  The factory
+travels pickled (cloudpickle where available, as Ray ships a factory to its workers: by value for a
+``__main__`` or local class, by reference otherwise) with this process's ``sys.path``.  Where
+``os.fork`` does not exist, every job gets a server of its own.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+PRELOAD = "study.policies.checks"
+_HEADER = struct.Struct("<Q")
+_LOCK = threading.Lock()
+_SERVER: list = []
+
+
+def dumps(factory) -> tuple:
+    """(bytes, loader module) of ``factory``: cloudpickle where available, else stdlib pickle."""
+    for name in ("cloudpickle", "ray.cloudpickle"):
+        try:
+            module = __import__(name, fromlist=["dumps"])
+        except ImportError:
+            continue
+        return module.dumps(factory), name
+    return pickle.dumps(factory), "pickle"
+
+
+def _write(fd: int, obj) -> None:
+    data = pickle.dumps(obj)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exactly(fd: int, n: int, deadline) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read(fd: int, deadline=None):
+    """One message from ``fd``; None at end of file; TimeoutError after ``deadline``."""
+    header = _read_exactly(fd, _HEADER.size, deadline)
+    if header is None:
+        return None
+    data = _read_exactly(fd, _HEADER.unpack(header)[0], deadline)
+    return None if data is None else pickle.loads(data)
+
+
+# --- the server (runs as ``python -m study.policies.fresh``) --------------------------------------
+
+def _outcome(job):
+    """Rebuild the factory and run the job: ("ok", value) or ("error", message)."""
+    path, data, loader, run, args = job
+    try:
+        sys.path[:] = path
+        factory = __import__(loader, fromlist=["loads"]).loads(data)
+        return ("ok", run(factory, *args))
+    except BaseException as exc:  # noqa: BLE001 -- reported to the asking process
+        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
+        return ("error", f"{type(exc).__name__}: {exc}{where}")
+
+
+def _start(job, protocol: tuple) -> tuple:
+    """Fork a child running ``job``; returns (pid, the fd its outcome arrives on)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the fresh child: nothing of the server's protocol stays open in it
+        try:
+            os.close(read_fd)
+            for fd in protocol:
+                os.close(fd)
+            outcome = _outcome(job)
+            try:
+                _write(write_fd, outcome)
+            except Exception:  # noqa: BLE001 -- a value that does not pickle
+                _write(write_fd, ("error", "the fresh process's result could not be sent back"))
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _serve(jobs, timeout: float, protocol: tuple) -> list:
+    """Each job in a forked child of its own, all at once (each killed after ``timeout`` seconds)."""
+    started = [_start(job, protocol) for job in jobs]
+    deadline, outcomes = time.monotonic() + timeout, []
+    for pid, read_fd in started:
+        try:
+            outcome = _read(read_fd, deadline)
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            outcome = ("error", f"the run did not finish within {timeout:g} s in a fresh process")
+        finally:
+            os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+        if outcome is None:
+            outcome = ("error", f"the fresh process ended without a result (it crashed or exited: wait status {status})")
+        outcomes.append(outcome)
+    return outcomes
+
+
+def serve() -> None:
+    """The server's loop: read jobs on stdin, run each in a forked child, answer on stdout."""
+    commands, answers = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # nothing a child does can read the jobs or write into the answers
+    os.dup2(2, 1)
+    __import__(PRELOAD)
+    while True:
+        message = _read(commands)
+        if message is None:
+            return
+        jobs, timeout = message
+        for loader in {job[2] for job in jobs}:
+            try:
+                __import__(loader)  # the factory's loader: imported once here, inherited by every child
+            except ImportError:
+                pass
+        if hasattr(os, "fork"):
+            _write(answers, _serve(jobs, timeout, (commands, answers)))
+        else:  # a server per job (run_fresh): this process is fresh
+            _write(answers, [_outcome(job) for job in jobs])
+
+
+# --- the asking side ----------------------------------------------------------------------------
+
+class _Server:
+    def __init__(self):
+        root = str(Path(__file__).resolve().parents[2])  # the directory holding the study package
+        code = f"import sys; sys.path.insert(0, {root!r}); from study.policies.fresh import serve; serve()"
+        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        close_fds=True)
+        self.commands, self.answers = self.process.stdin.fileno(), self.process.stdout.fileno()
+
+    def send(self, jobs: list, timeout: float) -> None:
+        _write(self.commands, (jobs, timeout))
+
+    def receive(self, n: int, timeout: float) -> list:
+        try:
+            answer = _read(self.answers, time.monotonic() + timeout + 60.0)  # the server's start and the forks
+        except TimeoutError:
+            answer = None
+        if answer is None:
+            self.close()
+            return [("error", "the fresh-process server did not answer")] * n
+        return answer
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=5)
+        except Exception:  # noqa: BLE001 -- already gone
+            self.process.kill()
+
+
+def _close_server() -> None:
+    while _SERVER:
+        _SERVER.pop().close()
+
+
+atexit.register(_close_server)
+
+
+class FreshRuns:
+    """Jobs sent to fresh processes now, their outcomes collected later (:meth:`outcomes`), so that
+    the asking process works meanwhile: ``run(factory, *args)`` for each ``args`` of ``jobs``,
+    each in a fresh process of its own (a run still going after ``timeout`` seconds is ended and
+    reported as an error).  ``run`` must be importable by name."""
+
+    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout: float):
+        data, loader = factory_bytes
+        self.jobs = [(list(sys.path), data, loader, run, tuple(args)) for args in jobs]
+        self.timeout, self.server, self.result = timeout, None, None
+        _LOCK.acquire()  # one asker at a time: released by outcomes()
+        try:
+            if hasattr(os, "fork"):
+                if not _SERVER or not _SERVER[0].alive():
+                    _close_server()
+                    _SERVER.append(_Server())
+                self.server = _SERVER[0]
+                self.server.send(self.jobs, timeout)
+        except BaseException:
+            _LOCK.release()
+            raise
+
+    def outcomes(self) -> list:
+        """[("ok", value) or ("error", message)] in the order of the jobs."""
+        if self.result is not None:
+            return self.result
+        try:
+            if self.server is not None:
+                self.result = self.server.receive(len(self.jobs), self.timeout)
+            else:  # no fork: a server (a fresh interpreter) per job
+                self.result = []
+                for job in self.jobs:
+                    server = _Server()
+                    server.send([job], self.timeout)
+                    self.result += server.receive(1, self.timeout)
+                    server.close()
+        finally:
+            _LOCK.release()
+        return self.result
+
+
+def run_fresh(factory_bytes: tuple, run, jobs: list, timeout: float) -> list:
+    """:class:`FreshRuns` started and collected at once."""
+    return FreshRuns(factory_bytes, run, jobs, timeout).outcomes()
+
+
+if __name__ == "__main__":
+    serve()
