@@ -120,19 +120,20 @@ def make_policy(method, setting, factory=None):
 
 
 def policy_provenance(name, factory=None) -> dict:
-    """Where a method's code comes from, for a results fingerprint:
+    """Where a method's code, parameters and inputs come from, for a results fingerprint:
     ``{"method", "kind" ("builtin" | "registered" | "import"), "import_path" ("module:qualname", or
     None when the factory cannot be imported by name: a lambda, a local or ``__main__`` object),
-    "source_file", "source_sha256", "files", "state_sha256"}``.
+    "source_file", "source_sha256", "files", "state", "state_sha256", "inputs", "inputs_sha256"}``.
 
     For a built-in method the hash covers every module of :mod:`study.policies`.  For a user policy
-    it covers the modules of its package and the modules of its source tree that they import
-    (:mod:`study.policies.provenance`; ``files`` maps each to its SHA-256, so that a refused resume
-    can name the file that changed), and ``state_sha256`` the parameters of a callable instance or a
-    ``functools.partial``.  A factory without source on disk raises
-    :class:`study.policies.provenance.UnhashablePolicy` (a ``ValueError``), unless it was registered
-    with ``allow_unhashable=True``: its record then has ``"unhashable"`` (the reason) and no hash,
-    never a silent None."""
+    (:mod:`study.policies.provenance`) ``files`` maps every file of its package (data files too)
+    and the modules of its source tree that they import to their SHA-256, so that a refused resume
+    can name the file that changed; ``state`` the factory's parameters (closure cells, defaults,
+    ``functools.partial`` arguments, a callable instance's attributes) to theirs; ``inputs`` what
+    the factory declares in ``policy_inputs`` (files, ``"$NAME"`` environment variables) to theirs.
+    A factory without source on disk raises :class:`study.policies.provenance.UnhashablePolicy` (a
+    ``ValueError``), unless it was registered with ``allow_unhashable=True``: its record then has
+    ``"unhashable"`` (the reason) and no hash, never a silent None."""
     factory = resolve_policy(name) if factory is None else factory
     kind = "builtin" if name in BUILTIN else ("import" if isinstance(name, str) and ":" in name else "registered")
     target = getattr(factory, "func", factory)
@@ -140,14 +141,14 @@ def policy_provenance(name, factory=None) -> dict:
     qualname = getattr(target, "__qualname__", None)
     importable = bool(module and qualname and module != "__main__" and "<" not in qualname)
     record = {"method": name, "kind": kind, "import_path": f"{module}:{qualname}" if importable else None}
+    empty = dict.fromkeys(("files", "state", "state_sha256", "inputs", "inputs_sha256"))
     if kind == "builtin":
         files = sorted(Path(__file__).resolve().parent.glob("*.py"))
         return {**record, "source_file": str(Path(__file__).resolve().parent), "source_sha256": sha256_files(files),
-                "files": None, "state_sha256": None}
+                **empty}
     try:
         return {**record, **hash_source(factory, name)}
     except UnhashablePolicy as exc:
         if name not in _UNHASHABLE_ALLOWED:
             raise
-        return {**record, "source_file": None, "source_sha256": None, "files": None, "state_sha256": None,
-                "unhashable": str(exc)}
+        return {**record, "source_file": None, "source_sha256": None, **empty, "unhashable": str(exc)}
