@@ -1,6 +1,9 @@
-"""Replications run in fresh processes, for the ``shared_state`` check of :func:`study.check_policy`:
-a policy that keeps state across replications (a module-level cache, a class attribute) gives a
-replication that depends on what ran before it in the same worker, which a fresh process shows.
+"""Work run in fresh processes that can be ended: the ``shared_state`` check of
+:func:`study.check_policy` (a policy that keeps state across replications -- a module-level cache,
+a class attribute -- gives a replication that depends on what ran before it in the same worker,
+which a fresh process shows), and the hard stop of a replication that outlives its setting's
+``time_limit`` (:mod:`study.runner.worker`: the replication's process is ended, whatever the
+policy catches).
 
 A fresh process is forked from a small server process started once per process that asks
 (``python -m study.policies.fresh``): it imports :mod:`study` and never runs user code itself, so
@@ -118,14 +121,20 @@ def _serve(jobs, timeout: float, protocol: tuple) -> list:
             outcome = _read(read_fd, deadline)
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
-            outcome = ("error", f"the run did not finish within {timeout:g} s in a fresh process")
+            outcome = ("timeout", f"the run did not finish within {timeout:g} s in a fresh process, which was ended")
         finally:
             os.close(read_fd)
         _, status = os.waitpid(pid, 0)
         if outcome is None:
-            outcome = ("error", f"the fresh process ended without a result (it crashed or exited: wait status {status})")
+            outcome = ("crashed", f"the fresh process ended without a result ({_how(status)})")
         outcomes.append(outcome)
     return outcomes
+
+
+def _how(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"wait status {status}"
 
 
 def serve() -> None:
@@ -171,7 +180,7 @@ class _Server:
             answer = None
         if answer is None:
             self.close()
-            return [("error", "the fresh-process server did not answer")] * n
+            return [("crashed", "the fresh-process server did not answer")] * n
         return answer
 
     def alive(self) -> bool:
@@ -216,7 +225,9 @@ class FreshRuns:
             raise
 
     def outcomes(self) -> list:
-        """[("ok", value) or ("error", message)] in the order of the jobs."""
+        """[(status, value)] in the order of the jobs: ("ok", what ``run`` returned), ("error",
+        the exception it raised), ("timeout", message: the process was ended) or ("crashed",
+        message: the process ended without a result)."""
         if self.result is not None:
             return self.result
         try:

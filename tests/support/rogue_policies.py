@@ -70,3 +70,27 @@ class SysExit(_Rogue):
 
     def misbehave(self, step):
         sys.exit(3)
+
+
+class SwallowsTimeouts(_Rogue):
+    """From step 3, retries for ever in a loop that swallows every exception (the issue: a
+    time_limit's timeout was caught, the run hung, 1 of 6 replications stored after 90 s)."""
+    kind = "swallows"
+
+    def misbehave(self, step):
+        while True:
+            try:
+                time.sleep(0.05)
+            except Exception:  # noqa: BLE001 -- the point: it swallows the timeout too
+                pass
+
+
+class CatchesTimeoutOnce(_Rogue):
+    """Sleeps past the time limit at step 3, catches the timeout and carries on to the end."""
+    kind = "catches"
+
+    def misbehave(self, step):
+        try:
+            time.sleep(60)
+        except Exception:  # noqa: BLE001
+            pass
