@@ -61,7 +61,7 @@ who reaches the cluster's ports run code as you (docs/cluster.md).
 def _parse_value(text: str):
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         return text
 
 

@@ -29,6 +29,7 @@ BUILTIN = {"RB": rb, "ERA": era, "ETA": eta, "BT-UCB1": bt_ucb1, "BT-UCB2": bt_u
 NEEDS_PHI = ("BT-UCB1", "BT-UCB2", "TS", "MaxInP", "MaxPairUCB", "MaxFirstUCBNext", "CoLSTIM", "CoLSTIM-rev",
              "GURO", "BALD")
 assert tuple(BUILTIN) == ALL_METHODS
+MAX_NAME = 100
 _REGISTERED: dict = {}
 _UNHASHABLE_ALLOWED: set = set()  # registered names whose source may go unhashed (the user opted in)
 
@@ -47,6 +48,10 @@ def register_policy(name: str, factory, *, replace: bool = False, allow_unhashab
         raise ValueError(f"a policy name must be a non-empty string without surrounding spaces, got {name!r}")
     if ":" in name:
         raise ValueError(f"policy name {name!r} contains ':', which marks an import path 'package.module:Name'")
+    if any(c in "/\\" or not c.isprintable() for c in name) or name.startswith(".") or len(name) > MAX_NAME:
+        raise ValueError(f"policy name {name!r}: a method name labels outputs and is part of file names, so it may "
+                         f"not contain '/', '\\' or control characters nor start with '.' (at most {MAX_NAME} "
+                         "characters)")
     if name in BUILTIN:
         raise ValueError(f"{name!r} is a built-in method ({list(BUILTIN)}); choose another name")
     if not callable(factory):
