@@ -17,6 +17,7 @@ travels pickled (cloudpickle where available, as Ray ships a factory to its work
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import pickle
 import select
@@ -92,8 +93,9 @@ def _outcome(job):
         return ("error", f"{type(exc).__name__}: {exc}{where}")
 
 
-def _start(job, protocol: tuple) -> tuple:
-    """Fork a child running ``job``; returns (pid, the fd its outcome arrives on)."""
+def _fork(work, protocol: tuple) -> tuple:
+    """Fork a child that runs ``work(fd)`` (writing its messages to ``fd``) and exits; returns (pid,
+    the fd its messages arrive on)."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the fresh child: nothing of the server's protocol stays open in it
@@ -101,24 +103,28 @@ def _start(job, protocol: tuple) -> tuple:
             os.close(read_fd)
             for fd in protocol:
                 os.close(fd)
-            outcome = _outcome(job)
-            try:
-                _write(write_fd, outcome)
-            except Exception:  # noqa: BLE001 -- a value that does not pickle
-                _write(write_fd, ("error", "the fresh process's result could not be sent back"))
+            work(write_fd)
         finally:
             os._exit(0)
     os.close(write_fd)
     return pid, read_fd
 
 
-def _serve(jobs, timeout: float, protocol: tuple) -> list:
+def _send(fd: int, message) -> None:
+    try:
+        _write(fd, message)
+    except Exception:  # noqa: BLE001 -- a value that does not pickle
+        _write(fd, message[:-1] + (("error", "the fresh process's result could not be sent back"),))
+
+
+def _serve_each(jobs, timeout: float, protocol: tuple) -> list:
     """Each job in a forked child of its own, all at once (each killed after ``timeout`` seconds)."""
-    started = [_start(job, protocol) for job in jobs]
+    started = [_fork(lambda fd, job=job: _send(fd, (_outcome(job),)), protocol) for job in jobs]
     deadline, outcomes = time.monotonic() + timeout, []
     for pid, read_fd in started:
         try:
-            outcome = _read(read_fd, deadline)
+            message = _read(read_fd, deadline)
+            outcome = None if message is None else message[0]
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
             outcome = ("timeout", f"the run did not finish within {timeout:g} s in a fresh process, which was ended")
@@ -131,10 +137,58 @@ def _serve(jobs, timeout: float, protocol: tuple) -> list:
     return outcomes
 
 
+def _run_in_order(jobs, first: int, fd: int) -> None:
+    """In a child: jobs[first:] one after the other, each announced ("start", k) and answered
+    ("done", k, outcome)."""
+    for k in range(first, len(jobs)):
+        _write(fd, ("start", k))
+        _send(fd, ("done", k, _outcome(jobs[k])))
+
+
+def _serve_in_order(jobs, timeout: float, protocol: tuple) -> list:
+    """The jobs one after the other in a forked child; a job still running ``timeout`` seconds after
+    it started has the child ended (a hard stop) and the rest continue in a new child, and so do they
+    after a job that ends its process."""
+    outcomes: list = [None] * len(jobs)
+    first = 0
+    while first < len(jobs):
+        pid, read_fd = _fork(lambda fd, start=first: _run_in_order(jobs, start, fd), protocol)
+        current, deadline = None, None
+        try:
+            while True:
+                message = _read(read_fd, deadline)
+                if message is None:
+                    break
+                if message[0] == "start":
+                    current, deadline = message[1], time.monotonic() + timeout
+                else:
+                    outcomes[message[1]] = message[2]
+                    current, deadline = None, None
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            outcomes[current] = ("timeout", f"still running {timeout:g} s after it started; its process was ended")
+        finally:
+            os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+        stopped = current if current is not None else first
+        if outcomes[stopped] is None:  # it ended its process (or the child died before starting it)
+            outcomes[stopped] = ("crashed", f"its process ended without a result ({_how(status)})")
+        first = max(k for k, outcome in enumerate(outcomes) if outcome is not None) + 1
+    return outcomes
+
+
 def _how(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"killed by signal {os.WTERMSIG(status)}"
     return f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"wait status {status}"
+
+
+def _warm() -> None:
+    """One short replication of a built-in method here, before any fork, so that a first run's
+    one-off costs (lazy imports and caches of numpy, scipy and the loop: about 0.1-0.2 s) are paid
+    once rather than by every child.  No user code runs here."""
+    from ..simulation.replication import run_replication
+    run_replication("A", "RB-UA", 0, T=80, T0=32, ci_every=10)
 
 
 def serve() -> None:
@@ -144,20 +198,24 @@ def serve() -> None:
     os.dup2(null, 0)  # nothing a child does can read the jobs or write into the answers
     os.dup2(2, 1)
     __import__(PRELOAD)
+    _warm()
+    gc.freeze()  # the server's objects stay out of the children's collections (fewer copied pages)
     while True:
         message = _read(commands)
         if message is None:
             return
-        jobs, timeout = message
+        mode, jobs, timeout = message
         for loader in {job[2] for job in jobs}:
             try:
                 __import__(loader)  # the factory's loader: imported once here, inherited by every child
             except ImportError:
                 pass
-        if hasattr(os, "fork"):
-            _write(answers, _serve(jobs, timeout, (commands, answers)))
-        else:  # a server per job (run_fresh): this process is fresh
+        if not hasattr(os, "fork"):  # a server per request (FreshRuns): this process is fresh
             _write(answers, [_outcome(job) for job in jobs])
+        elif mode == "each":
+            _write(answers, _serve_each(jobs, timeout, (commands, answers)))
+        else:
+            _write(answers, _serve_in_order(jobs, timeout, (commands, answers)))
 
 
 # --- the asking side ----------------------------------------------------------------------------
@@ -170,12 +228,12 @@ class _Server:
                                         close_fds=True)
         self.commands, self.answers = self.process.stdin.fileno(), self.process.stdout.fileno()
 
-    def send(self, jobs: list, timeout: float) -> None:
-        _write(self.commands, (jobs, timeout))
+    def send(self, mode: str, jobs: list, timeout: float) -> None:
+        _write(self.commands, (mode, jobs, timeout))
 
     def receive(self, n: int, timeout: float) -> list:
-        try:
-            answer = _read(self.answers, time.monotonic() + timeout + 60.0)  # the server's start and the forks
+        try:  # in order, each job may take the timeout; then the server's start and the forks
+            answer = _read(self.answers, time.monotonic() + n * timeout + 60.0)
         except TimeoutError:
             answer = None
         if answer is None:
@@ -204,13 +262,16 @@ atexit.register(_close_server)
 
 class FreshRuns:
     """Jobs sent to fresh processes now, their outcomes collected later (:meth:`outcomes`), so that
-    the asking process works meanwhile: ``run(factory, *args)`` for each ``args`` of ``jobs``,
-    each in a fresh process of its own (a run still going after ``timeout`` seconds is ended and
-    reported as an error).  ``run`` must be importable by name."""
+    the asking process works meanwhile: ``run(factory, *args)`` for each ``args`` of ``jobs``.
+    ``in_order=False``: each in a fresh process of its own, all at once (a run still going after
+    ``timeout`` seconds is ended); ``True``: one after the other in one process, which is ended when
+    a job runs ``timeout`` seconds (the next ones go on in a new process).  ``run`` must be
+    importable by name."""
 
-    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout: float):
+    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout: float, in_order: bool = False):
         data, loader = factory_bytes
         self.jobs = [(list(sys.path), data, loader, run, tuple(args)) for args in jobs]
+        self.mode = "in_order" if in_order else "each"
         self.timeout, self.server, self.result = timeout, None, None
         _LOCK.acquire()  # one asker at a time: released by outcomes()
         try:
@@ -219,7 +280,7 @@ class FreshRuns:
                     _close_server()
                     _SERVER.append(_Server())
                 self.server = _SERVER[0]
-                self.server.send(self.jobs, timeout)
+                self.server.send(self.mode, self.jobs, timeout)
         except BaseException:
             _LOCK.release()
             raise
@@ -237,7 +298,7 @@ class FreshRuns:
                 self.result = []
                 for job in self.jobs:
                     server = _Server()
-                    server.send([job], self.timeout)
+                    server.send(self.mode, [job], self.timeout)
                     self.result += server.receive(1, self.timeout)
                     server.close()
         finally:

@@ -3,12 +3,13 @@ that share a prefix of their steps) and returns their rows as Arrow tables.
 
 An exception in one replication is caught and returned as a failure record; the others still run.
 So is ``sys.exit`` in a policy (``SystemExit``), and a replication that runs longer than its
-setting's ``time_limit``: under a time limit each replication runs in a process of its own, forked
-from a clean server (:mod:`study.policies.fresh`), where a timer signal raises
+setting's ``time_limit``: under a time limit a task's replications run one after the other in a
+process of their own, forked from a clean server (:mod:`study.policies.fresh`), where a timer signal raises
 :class:`ReplicationTimeout` at the limit; a policy that catches it (``except Exception:`` in a
-retry loop) has its process ended :func:`grace` later -- a hard stop -- and a replication that
-caught it and finished anyway is not stored either.  Either way the replication is recorded as
-failed with ``ReplicationTimeout`` and the others of the task are computed and stored.  A worker that dies (``os._exit``, a fatal signal, the OOM killer) is not retried by Ray:
+retry loop) has its process ended :func:`grace` later -- a hard stop; the task's next replications
+go on in a new process -- and a replication that caught it and finished anyway is not stored
+either.  Either way the replication is recorded as failed with ``ReplicationTimeout`` and the others
+of the task are computed and stored.  A worker that dies (``os._exit``, a fatal signal, the OOM killer) is not retried by Ray:
 the driver runs the replications of that task one by one to find the one that crashed, and
 records it as failed (:func:`crash_message`).
 A replication is reproduced exactly by ``study.run_replication(setting, method, seed=row.seed,
@@ -201,22 +202,27 @@ def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, l
     return _replicate(study, cells, _setting_of(cells[0]), rep, seed, replicate, record_intervals, limit, label)
 
 
-def _isolated(study, cells, rep, seed, replicate, record_intervals, limit, label) -> tuple:
-    """:func:`_replicate` in a process of its own, ended :func:`grace` seconds after ``limit``."""
-    runs = fresh.FreshRuns(fresh.dumps(replicate), replicate_in_process,
-                           [(study, cells, rep, seed, record_intervals, limit, label)], limit + grace(limit))
-    status, value = runs.outcomes()[0]
-    if status == "ok":
-        return value
-    if status == "timeout":
-        return ("failed", f"ReplicationTimeout: {_timeout_message(label, limit)}, and went on although the policy was "
-                          f"told to stop (it caught the timeout?): its process was ended {grace(limit):g} s later", "")
-    return ("failed", f"WorkerCrashedError: {label} ended its process ({value})", "")
+def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labels) -> list:
+    """:func:`_replicate` of each (rep, seed), one after the other in a process of their own, which
+    is ended :func:`grace` seconds after a replication's ``limit`` (the next ones go on in a new one)."""
+    jobs = [(study, cells, rep, seed, record_intervals, limit, label) for (rep, seed), label in zip(reps_seeds, labels)]
+    runs = fresh.FreshRuns(fresh.dumps(replicate), replicate_in_process, jobs, limit + grace(limit), in_order=True)
+    outcomes = []
+    for label, (status, value) in zip(labels, runs.outcomes()):
+        if status == "ok":
+            outcomes.append(value)
+        elif status == "timeout":
+            outcomes.append(("failed", f"ReplicationTimeout: {_timeout_message(label, limit)}, and went on although the "
+                                       f"policy was told to stop (it caught the timeout?): its process was ended "
+                                       f"{grace(limit):g} s later", ""))
+        else:
+            outcomes.append(("failed", f"WorkerCrashedError: {label} ended its process ({value})", ""))
+    return outcomes
 
 
 def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=True, run_id: str = "") -> dict:
-    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process (each
-    in a process of its own when the setting has a ``time_limit``: the hard stop of the module
+    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process (in a
+    process of their own when the setting has a ``time_limit``: the hard stop of the module
     docstring).
 
     ``cell`` may also be a tuple of cells that differ only by method and share a prefix of their
@@ -229,13 +235,14 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     setting = _setting_of(cells[0])
     trajs, ints, failures = [], [], []
     limit = getattr(setting, "time_limit", None)
-    for rep, seed in reps_seeds:
-        methods = "/".join(c.method for c in cells)
-        label = f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}"
-        if limit is None:
-            outcome = _replicate(study, cells, setting, rep, seed, replicate, record_intervals, None, label)
-        else:
-            outcome = _isolated(study, cells, rep, seed, replicate, record_intervals, limit * len(cells), label)
+    methods = "/".join(c.method for c in cells)
+    labels = [f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}" for rep, seed in reps_seeds]
+    if limit is None:
+        outcomes = (_replicate(study, cells, setting, rep, seed, replicate, record_intervals, None, label)
+                    for (rep, seed), label in zip(reps_seeds, labels))
+    else:
+        outcomes = _isolated(study, cells, reps_seeds, replicate, record_intervals, limit * len(cells), labels)
+    for (rep, seed), outcome in zip(reps_seeds, outcomes):
         if outcome[0] != "ok":
             _, error, tb = outcome
             failures.extend(failure_record(study, c, rep, seed, error, tb, run_id) for c in cells)

@@ -73,21 +73,33 @@ def test_a_policy_that_swallows_the_timeout_is_stopped_hard(ray_session, tmp_pat
 
 
 def test_run_batch_stops_a_swallowing_policy_outside_ray_too():
-    """The hard stop needs neither Ray nor the main thread: each replication has a process of its own."""
+    """The hard stop needs neither Ray nor the main thread (the task's replications run in a process
+    of their own); the replications of the task after a stopped one are computed in a new process,
+    and they are the replications a run without a time limit stores."""
     from study.runner.plan import make_plan
     from study.runner.worker import run_batch
+    from study.simulation.environment import BTLEnvironment
 
-    plan = make_plan("regret", settings=["A"], methods=["rogue_policies:SwallowsTimeouts"], reps=2,
+    plan = make_plan("regret", settings=["A"], methods=["rogue_policies:SwallowsSometimes"], reps=6,
                      overrides={**TINY, "time_limit": 1})
     (cell,) = plan.cells
+    reps_seeds = [(rep, 100 + rep) for rep in range(6)]
+    hangs = {rep for rep, seed in reps_seeds if BTLEnvironment(cell.resolve(), seed).contexts[0][0] > 1.0}
+    assert 0 < len(hangs) < 6
     result = {}
-    worker = threading.Thread(target=lambda: result.update(run_batch("regret", cell, [(0, 11), (1, 12)])))
+    worker = threading.Thread(target=lambda: result.update(run_batch("regret", cell, reps_seeds)))
     start = time.monotonic()
     worker.start()
-    worker.join(60)
-    assert not worker.is_alive() and time.monotonic() - start < 30
-    assert [f["rep"] for f in result["failures"]] == [0, 1]
-    assert all("ReplicationTimeout" in f["error"] for f in result["failures"])
+    worker.join(90)
+    assert not worker.is_alive() and time.monotonic() - start < 60
+    assert {f["rep"] for f in result["failures"]} == hangs
+    assert all(f["error"].startswith("ReplicationTimeout") for f in result["failures"])
+    stored = result["trajectory"].to_pandas()
+    assert set(stored["rep"]) == set(range(6)) - hangs
+    unlimited = make_plan("regret", settings=["A"], methods=["RB"], reps=6, overrides=TINY).cells[0]
+    plain = run_batch("regret", unlimited, [rs for rs in reps_seeds if rs[0] not in hangs])["trajectory"].to_pandas()
+    for column in ("major", "other", "regret", "rel_error"):  # SwallowsSometimes is RB where it does not hang
+        assert stored[column].tolist() == plain[column].tolist()
 
 
 def test_a_crashing_policy_is_reported_and_not_retried(ray_session, tmp_path, attempts):

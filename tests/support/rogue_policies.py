@@ -94,3 +94,16 @@ class CatchesTimeoutOnce(_Rogue):
             time.sleep(60)
         except Exception:  # noqa: BLE001
             pass
+
+
+class SwallowsSometimes(SwallowsTimeouts):
+    """SwallowsTimeouts in the replications whose first context has a first coordinate above 1,
+    RB in the others: a task then mixes hung and finished replications."""
+    kind = "sometimes"
+
+    def select(self, step):
+        if step.t == 1:
+            self.hangs = bool(step.x[0] > 1.0)
+        if step.t == CRASH_AT and self.hangs:
+            self.misbehave(step)
+        return self.inner.select(step)
