@@ -66,8 +66,24 @@ def item_index(name: str, value) -> int:
         raise TypeError(f"Choice.{name} must be an integer item index, got {value!r}") from None
 
 
+def unpack_choice(choice) -> tuple:
+    """(major, other, explored) of what a policy returned, the items as ints (``explored`` as it
+    came: the caller checks it with :func:`is_flag`); ``TypeError`` unless it is a triple of integer
+    items (a bool is not an item)."""
+    try:
+        major, other, explored = choice
+    except (TypeError, ValueError):
+        raise TypeError(f"{choice!r} is not a triple (major, other, explored)") from None
+    return item_index("major", major), item_index("other", other), explored
+
+
+def is_flag(value) -> bool:
+    """Is ``value`` a bool (Python's or numpy's)?  ``bool("False")`` is True: a flag is never coerced."""
+    return isinstance(value, (bool, np.bool_))
+
+
 def _flag(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
+    if not is_flag(value):
         raise TypeError(f"Choice.{name} must be a bool, got {value!r}")
     return bool(value)
 

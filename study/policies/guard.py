@@ -7,14 +7,13 @@ wrong (:mod:`study.policies.checks`).
 from __future__ import annotations
 
 import copy
-import operator
 import random
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..simulation.graph import ComparisonGraph
-from .base import Step
+from .base import Step, is_flag, unpack_choice
 
 # kinds of random generator a policy may not hold when it is built (it cannot know the replication's seed then)
 GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator, random.Random)
@@ -186,15 +185,12 @@ class Guard:
 
     def _validate(self, choice, step):
         try:
-            major, other, explored = choice
-            if isinstance(major, (bool, np.bool_)) or isinstance(other, (bool, np.bool_)):
-                raise TypeError("an item is not a bool")
-            major, other = operator.index(major), operator.index(other)
-        except (TypeError, ValueError):
+            major, other, explored = unpack_choice(choice)
+        except TypeError:
             self.record.note("returns_a_choice", f"select at t={step.t} returned {choice!r}, not "
                                                  "Choice(major, other, explored) with integer items")
             return
-        if not isinstance(explored, (bool, np.bool_)):
+        if not is_flag(explored):
             self.record.note("explored_is_a_bool", f"select at t={step.t} returned explored={explored!r}, not a bool "
                                                    "(a string 'False' would be read as True)")
         n, graph = step.graph.n_items, step.graph

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import operator
 import time
 
 import numpy as np
@@ -30,7 +29,7 @@ from ..core.confseq import cs_factor
 from ..core.decisions import at_step
 from ..core.inference import DebiasResult
 from ..policies import Choice, Step, check_method, make_policy
-from ..policies.base import read_only
+from ..policies.base import is_flag, read_only, unpack_choice
 from .environment import BTLEnvironment
 from .estimator import Estimate
 from .graph import ComparisonGraph
@@ -159,14 +158,11 @@ class _SharedDebias:
 def _checked(choice, method: str, t: int, graph) -> tuple:
     """(major, other, explored) of a policy's choice, or ValueError naming the policy and the step."""
     try:
-        major, other, explored = choice
-        if isinstance(major, (bool, np.bool_)) or isinstance(other, (bool, np.bool_)):
-            raise TypeError("an item is not a bool")
-        major, other = operator.index(major), operator.index(other)
-    except (TypeError, ValueError):
+        major, other, explored = unpack_choice(choice)
+    except TypeError:
         raise ValueError(f"policy {method!r} at step t={t} returned {choice!r}; expected a Choice(major, other, "
                          "explored) with integer items") from None
-    if not isinstance(explored, (bool, np.bool_)):  # bool("False") is True: never coerced
+    if not is_flag(explored):
         raise ValueError(f"policy {method!r} at step t={t} returned explored={explored!r}; it must be a bool")
     n = graph.n_items
     if not (0 <= major < n and 0 <= other < n):

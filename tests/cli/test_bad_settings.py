@@ -16,18 +16,9 @@ import pytest
 
 import study
 from study import cli
-from study.simulation.named import registered_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = "1" + "0" * 400
-
-
-@pytest.fixture
-def clean_registry():
-    before = set(registered_settings())
-    yield
-    for name in set(registered_settings()) - before:
-        study.unregister_setting(name)
 
 
 # (file name, content, what the message must hold besides the file's name)
