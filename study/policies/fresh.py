@@ -244,17 +244,19 @@ class _Server:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         try:
+            if kill:
+                self.process.kill()
             self.process.stdin.close()
             self.process.wait(timeout=5)
-        except Exception:  # noqa: BLE001 -- already gone
+        except Exception:  # noqa: BLE001 -- already gone, or busy: ended
             self.process.kill()
 
 
-def _close_server() -> None:
+def _close_server(kill: bool = False) -> None:
     while _SERVER:
-        _SERVER.pop().close()
+        _SERVER.pop().close(kill)
 
 
 atexit.register(_close_server)
@@ -282,6 +284,7 @@ class FreshRuns:
                 self.server = _SERVER[0]
                 self.server.send(self.mode, self.jobs, timeout)
         except BaseException:
+            _close_server(kill=True)
             _LOCK.release()
             raise
 
@@ -293,17 +296,22 @@ class FreshRuns:
             return self.result
         try:
             if self.server is not None:
-                self.result = self.server.receive(len(self.jobs), self.timeout)
+                result = self.server.receive(len(self.jobs), self.timeout)
             else:  # no fork: a server (a fresh interpreter) per job
-                self.result = []
+                result = []
                 for job in self.jobs:
                     server = _Server()
                     server.send(self.mode, [job], self.timeout)
-                    self.result += server.receive(1, self.timeout)
+                    result += server.receive(1, self.timeout)
                     server.close()
+        except BaseException:  # (Ctrl-C) an answer left unread: the next request gets a new server
+            _close_server(kill=True)
+            self.result = [("crashed", "interrupted")] * len(self.jobs)
+            raise
         finally:
             _LOCK.release()
-        return self.result
+        self.result = result
+        return result
 
 
 def run_fresh(factory_bytes: tuple, run, jobs: list, timeout: float) -> list:
