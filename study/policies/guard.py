@@ -137,16 +137,34 @@ class Guard:
 
     def __init__(self, policy, record: Record):
         self.policy, self.record = policy, record
+        self.source = self.graph = self.graph_arrays = None
         if callable(getattr(policy, "update", None)):
             self.update = self._update
 
+    def _graph(self, step) -> ComparisonGraph:
+        """The policy's copy of the step's graph, made once: its arrays are immutable, so a step
+        only has to check that none was swapped for another (:meth:`_call`)."""
+        if self.graph is None or step.graph is not self.source:
+            self.source, self.graph = step.graph, copy_graph(step.graph)
+            self.graph_arrays = graph_arrays(self.graph)
+        return self.graph
+
     def _guarded(self, step):
         pristine = {"step.theta": np.array(step.theta), "step.x": np.array(step.x)}
-        pristine.update({k: np.array(v) for k, v in graph_arrays(step.graph).items()})
         debiased = _GuardedDebias(step, self.record)
-        theta, x, graph = pristine["step.theta"].copy(), pristine["step.x"].copy(), copy_graph(step.graph)
-        guarded = Step(step.t, x, step.uniforms, graph, theta, debiased, rng=step.rng, setting=step.setting)
-        return guarded, pristine, {"step.theta": theta, "step.x": x, **graph_arrays(graph)}, debiased
+        theta, x = pristine["step.theta"].copy(), pristine["step.x"].copy()
+        guarded = Step(step.t, x, step.uniforms, self._graph(step), theta, debiased, rng=step.rng,
+                       setting=step.setting)
+        return guarded, pristine, {"step.theta": theta, "step.x": x}, debiased
+
+    def _swapped(self) -> str | None:
+        """The name of a graph array the policy replaced in its copy (a frozen dataclass's field
+        can still be set with ``object.__setattr__``), else None; the copy is then made again."""
+        for name, array in graph_arrays(self.graph).items():
+            if array is not self.graph_arrays.get(name):
+                self.graph = None
+                return name
+        return None
 
     def _call(self, what, step, call):
         guarded, pristine, handed, debiased = self._guarded(step)
@@ -173,6 +191,9 @@ class Guard:
         for name, (original, handed_copy) in debiased.arrays().items():
             if not np.array_equal(original, handed_copy, equal_nan=True):
                 self.record.note("no_writes", f"{what} at t={step.t} wrote into {name}")
+        swapped = self._swapped()
+        if swapped is not None:
+            self.record.note("no_writes", f"{what} at t={step.t} replaced {swapped} of the graph it was handed")
         return result
 
     def select(self, step):

@@ -73,6 +73,14 @@ class FlipsAdjacency(Greedy):
         return super().select(step)
 
 
+class SwapsAdjacency(Greedy):
+    """Replaces the adjacency of the (frozen) graph it is handed: only its own copy changes."""
+
+    def select(self, step):
+        object.__setattr__(step.graph, "adjacency", np.ones_like(step.graph.adjacency))
+        return super().select(step)
+
+
 class WritesInUpdate(Greedy):
     def update(self, step, choice, wins):
         x = step.x
@@ -217,6 +225,7 @@ GLOBAL = {"deterministic", "shared_state"}  # a global generator's state is shar
     (ScalesTheta, "no_writes", ("wrote into step.theta", RAISED), RUNS),
     (WritesReadOnly, "no_writes", RAISED, RUNS),
     (FlipsAdjacency, "no_writes", ("wrote into graph.adjacency", RAISED), RUNS),
+    (SwapsAdjacency, "no_writes", "replaced graph.adjacency", set()),
     (WritesInUpdate, "no_writes", ("update at t=1 wrote into step.x", RAISED), RUNS),
     (NonEdge, "only_edges", "not an edge of the graph", EVERYWHERE),
     (GlobalRandom, "different_draws", "numpy's global generator", GLOBAL),
