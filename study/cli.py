@@ -32,8 +32,9 @@ from .results.figures import draw_all, draw_study, replay_figures
 from .results.storage import StorageError, parts, dataset_dirs, study_lock
 from .results.summary import write_summary
 from .results.verdicts import write_verdicts
-from .runner import (BASELINE_STUDIES, DEFAULT_BASELINE_STUDIES, DEFAULT_SEED, STUDIES, STUDY_NAMES, WARMUP_STUDIES,
-                     ConfigMismatch, RunOptions, check_stored, connect, make_plan, max_local_cpus, run_study)
+from .runner import (BASELINE_STUDIES, DEFAULT_BASELINE_STUDIES, DEFAULT_SEED, LLM_WARMUP_STUDIES, STUDIES, STUDY_NAMES,
+                     WARMUP_STUDIES, ConfigMismatch, RunOptions, check_stored, connect, make_plan, max_local_cpus,
+                     run_study)
 from .runner import numerics
 from .runner.panels import store_diagram_panels
 from .simulation.named import load_settings_file
@@ -61,7 +62,7 @@ who reaches the cluster's ports run code as you (docs/cluster.md).
 def _parse_value(text: str):
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         return text
 
 
@@ -123,14 +124,14 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     LLM-ranking job: studies ``llm``, ``arena`` and ``byo``)."""
     if study == "baselines":
         description = ("Beyond the paper: the paper's five methods against the contextual dueling-bandit "
-                       "baselines on Settings A and B under both warm-up protocols (studies 'baselines_random' and "
-                       "'baselines_greedy': what a method whose rule needs Phi does before Phi exists) and on the "
-                       "LLM-ranking replay (study 'llm_baselines', each method's own warm-up), then figures (regret, "
+                       "baselines on Settings A and B and on the LLM-ranking replay under both warm-up protocols "
+                       "(studies 'baselines_random', 'baselines_greedy', 'llm_baselines_random', 'llm_baselines_greedy': "
+                       "what a method whose rule needs Phi does before Phi exists), then figures (regret, "
                        "pair regret, error), the summary table and the verdicts (DIR/verdicts.md: a winner is "
-                       "stated only where it holds under both warm-ups).  --set warmup=W runs Settings A and B "
-                       "under W alone (study baselines_W; 'own': study 'baselines') and the replay under W.  Cells "
+                       "stated only where it holds under both warm-ups).  --set warmup=W runs A, B and the replay "
+                       "under W alone (baselines_W, llm_baselines_W; 'own': 'baselines', 'llm_baselines').  Cells "
                        "identical to another study's in --out (same seeds) are copied instead of recomputed.")
-        default_reps = "baselines_* 200, llm_baselines 50"
+        default_reps = "baselines_* 200, llm_baselines_* 50"
         default_methods = " ".join(STUDIES["baselines_random"].methods)
     elif study == "paper":
         description = ("Run the paper's whole Monte Carlo study -- regret, coverage and M-sweep -- then "
@@ -231,7 +232,7 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     if study == "baselines":
         parser.add_argument("--studies", nargs="+", choices=list(BASELINE_STUDIES),
                             help=f"which studies to run (default: {' '.join(DEFAULT_BASELINE_STUDIES)}; with "
-                                 "--set warmup=W: the A/B study of W and llm_baselines)")
+                                 "--set warmup=W: the A/B and replay studies of W)")
     return parser
 
 
@@ -416,14 +417,14 @@ def main_baselines(argv=None, *, replicate=None) -> int:
 
 
 def _baseline_studies(parser, args) -> list:
-    """The studies of ``jobs/baselines.py``: ``--studies``, else both warm-up studies and the replay,
-    or, with ``--set warmup=W``, the A/B study of W and the replay (run under W)."""
+    """The studies of ``jobs/baselines.py``: ``--studies``, else A/B and the replay under both
+    warm-ups, or, with ``--set warmup=W``, the A/B and replay studies of W."""
     warmup = dict(args.overrides).get("warmup")
     if warmup is not None and (not isinstance(warmup, str) or warmup not in WARMUP_STUDIES):
         parser.error(f"--set warmup: warmup must be one of {WARMUPS}, got {warmup!r}")
     if args.studies is not None:
         return list(args.studies)
-    return list(DEFAULT_BASELINE_STUDIES) if warmup is None else [WARMUP_STUDIES[warmup], "llm_baselines"]
+    return list(DEFAULT_BASELINE_STUDIES) if warmup is None else [WARMUP_STUDIES[warmup], LLM_WARMUP_STUDIES[warmup]]
 
 
 def _main_suite(name, argv, replicate) -> int:

@@ -6,27 +6,38 @@ the allowed range, so that bad input fails before any work (or any Ray task) sta
 from __future__ import annotations
 
 import numbers
+import reprlib
 
 import numpy as np
 
 MAX_ABS_CONTEXT = 1e100  # beyond this x x' (and e^{x'theta} for any sizeable theta) overflows
 
 
+def _shown(value) -> str:
+    """``value`` for a message: an integer too long to print in full by its number of digits."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(int(value)).bit_length() > 64:
+        return f"an integer of about {int(abs(int(value)).bit_length() * 0.30103) + 1} digits"
+    return reprlib.repr(value)
+
+
 def integer(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {_shown(value)}")
     value = int(value)
     if low is not None and value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+        raise ValueError(f"{name} must be an integer >= {low}, got {_shown(value)}")
     if high is not None and value > high:
-        raise ValueError(f"{name} must be an integer <= {high}, got {value}")
+        raise ValueError(f"{name} must be an integer <= {high}, got {_shown(value)}")
     return value
 
 
 def real(name: str, value, *, low=None, high=None, low_open=False, high_open=False) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
+        raise ValueError(f"{name} must be a real number, got {_shown(value)}")
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond the floats
+        raise ValueError(f"{name} must be finite, got {_shown(value)}") from None
     if not np.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     lo_bracket = "(" if low_open else "["

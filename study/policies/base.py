@@ -21,6 +21,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 import numpy as np
 
 from ..core import decisions
+from ..simulation.settings import public_view
 
 
 class _ChoiceFields(NamedTuple):
@@ -65,8 +66,24 @@ def item_index(name: str, value) -> int:
         raise TypeError(f"Choice.{name} must be an integer item index, got {value!r}") from None
 
 
+def unpack_choice(choice) -> tuple:
+    """(major, other, explored) of what a policy returned, the items as ints (``explored`` as it
+    came: the caller checks it with :func:`is_flag`); ``TypeError`` unless it is a triple of integer
+    items (a bool is not an item)."""
+    try:
+        major, other, explored = choice
+    except (TypeError, ValueError):
+        raise TypeError(f"{choice!r} is not a triple (major, other, explored)") from None
+    return item_index("major", major), item_index("other", other), explored
+
+
+def is_flag(value) -> bool:
+    """Is ``value`` a bool (Python's or numpy's)?  ``bool("False")`` is True: a flag is never coerced."""
+    return isinstance(value, (bool, np.bool_))
+
+
 def _flag(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
+    if not is_flag(value):
         raise TypeError(f"Choice.{name} must be a bool, got {value!r}")
     return bool(value)
 
@@ -93,8 +110,9 @@ class Step:
         The step's shared uniforms in [0, 1) (common random numbers across methods).
     graph : study.simulation.graph.ComparisonGraph
         ``edges`` (E, 2), ``neighbours[i]``, ``adjacency`` (n, n), ``playable``, ``connected``.
-    setting : study.Setting
-        The resolved setting.
+    setting : study.simulation.settings.PublicSetting
+        The resolved setting without its truth (every field but ``truth``: theta* is the
+        environment's alone).
     rng : numpy.random.Generator
         The policy's private generator (never the global one).
     theta : ndarray, shape (n, d)
@@ -109,8 +127,10 @@ class Step:
     -----
     Nothing a policy does to what a step hands it can change the environment, the estimator or
     the stored results: ``x`` and ``theta`` are read-only copies (views of read-only arrays, whose
-    flag cannot be set back), the graph's arrays are read-only, and the loop hands
-    ``debiased()`` a read-only copy of the shared result.
+    flag cannot be set back), the graph is the policy's own copy with immutable arrays (the loop
+    checks choices against its own), and the loop hands ``debiased()`` a read-only copy of the
+    shared result.  Nothing it is handed carries theta*: ``setting`` is a
+    :class:`~study.simulation.settings.PublicSetting`.
     """
 
     __slots__ = ("t", "x", "coin", "edge", "end", "neighbour", "graph", "setting", "rng", "_theta", "_debias")
@@ -120,7 +140,7 @@ class Step:
         self.x = read_only(x)
         self.coin, self.edge, self.end, self.neighbour = (float(u) for u in uniforms)
         self.graph = graph
-        self.setting = setting
+        self.setting = public_view(setting)
         self.rng = rng
         self._theta = read_only(theta)
         self._debias = debiased

@@ -2,23 +2,40 @@
 ``check_estimator`` is for estimators.  Run it on a policy of one's own before a study.
 
 Each check runs short replications of small settings through the real loop, with the policy
-wrapped in a guard that hands it *copies* of what it may read (``step.theta``, ``step.x``, the
-graph's arrays, the debiased estimate) and compares them afterwards, and that validates each
-choice itself; so a check names what went wrong, and a policy under test never corrupts the
-estimator of the run checking it.
+wrapped in a guard (:mod:`study.policies.guard`) that hands it *copies* of what it may read
+(``step.theta``, ``step.x``, the graph's arrays, the debiased estimate) and compares them
+afterwards, validates each choice itself and watches the global random generators around every
+call; so a check names what went wrong, and a policy under test never corrupts the estimator of
+the run checking it.  The runs reach every branch a policy has: before Phi exists, once it exists
+(for a good part of the run, under every warm-up, on two settings), and on disconnected graphs.
 
 ====================  ==========================================================================
 check                 passes when
 ====================  ==========================================================================
 runs                  a 60-step replication of Setting A (T0 = 24, CIs every 10 steps) completes
 returns_a_choice      every ``select`` returns ``(major, other, explored)`` with integer items
+explored_is_a_bool    every choice's ``explored`` is a bool (``"False"`` would be stored as True)
 only_edges            every pair is an edge of the graph (items in range and distinct)
 no_writes             ``select``/``update`` never write into ``step.theta``, ``step.x``, the graph's
                       arrays or the debiased estimate's arrays (a write that raises fails it too),
                       and the unguarded run equals the guarded one
-deterministic         two runs with the same seed give the same trajectory (major, other, explored)
+deterministic         two runs with the same seed give the same trajectory (major, other,
+                      explored): the 60-step run and a 120-step run in which Phi exists
+different_draws       replications of different seeds do not share the policy's draws: no call
+                      (building the policy, ``select``, ``update``) seeds or draws from a global
+                      generator (numpy's ``np.random.*``, Python's ``random``), and the policy holds
+                      no generator of its own when it is built (seeded there, it cannot know the
+                      replication's seed: a constant or the clock); randomness comes from step.rng
+shared_state          two seeds of the 120-step run, each run in a fresh process, give the same
+                      trajectories as here, where each runs after the other (both orders): no
+                      state is kept across replications (a module-level cache, a class attribute)
 valid_before_phi      valid choices while Phi does not exist (Setting B, T = 30: Psi_t is singular
                       at every step), under every ``Setting.warmup``
+valid_with_phi        valid choices once Phi exists: Setting A at T = 120 (T0 = 48; seed s + 1
+                      under every ``Setting.warmup``, seed s under "own"; Phi exists from
+                      t ~ 50-70) and a 4-item complete-graph setting (T = 60; Phi from t ~ 10)
+                      under every warm-up; its detail says at how many of the steps at which the
+                      policy asked for Phi it existed
 disconnected_graph    valid choices on ``graph="raw"`` graphs with two components and with an
                       isolated item (Phi never exists; an isolated item is never compared)
 picklable             the factory survives pickling (stdlib ``pickle``, else cloudpickle, as Ray
@@ -27,36 +44,46 @@ finishes_in_time      the 60-step run of ``runs`` takes at most ``time_limit`` s
                       every built-in method takes under 0.1 s)
 ====================  ==========================================================================
 
-A check that cannot run because the policy does not complete the first run is reported as
-skipped, not failed, so that the failures name the cause.
+A check that needs the first run is reported as skipped when the policy does not complete it,
+so that the failures name the cause; the scenarios (``valid_before_phi``, ``valid_with_phi``,
+``disconnected_graph``) run regardless.  ``shared_state`` is skipped for a factory that cannot be
+pickled (``picklable`` fails).
 """
 from __future__ import annotations
 
-import copy
-import operator
 import pickle
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..simulation.graph import ComparisonGraph
 from ..simulation.replication import run_replication
-from ..simulation.settings import SETTINGS, WARMUPS
-from .base import Choice, Step
+from ..simulation.settings import WARMUPS, Setting
+from . import fresh
+from .guard import Record, build
 from .registry import resolve_policy
 
-CHECKS = ("runs", "returns_a_choice", "only_edges", "no_writes", "deterministic", "valid_before_phi",
-          "disconnected_graph", "picklable", "finishes_in_time")
-_GUARDED = ("returns_a_choice", "only_edges", "no_writes")  # recorded by the guard on every run
+CHECKS = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "deterministic",
+          "different_draws", "shared_state", "valid_before_phi", "valid_with_phi", "disconnected_graph", "picklable",
+          "finishes_in_time")
+# recorded by the guard on every run of the first scenario (a scenario's own check fails on the others)
+_GUARDED = ("returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "different_draws")
 _BASE = dict(T=60, T0=24, ci_every=10)
+# Setting A: Phi exists from t ~ 50-70 (seeds 3, 4; under the greedy warm-up seed 4's does, seed 3's
+# never), so that the branch a policy takes once Phi exists decides about half of the steps
+_WITH_PHI = dict(T=120, T0=48, ci_every=10)
+# four items, a complete graph, 9 free parameters: Phi exists from t ~ 10, under every warm-up
+SMALL = Setting(name="check-small", n_items=4, dim=3, T=60, T0=24, M=20, p=1.0, truth="normal", init_mean=0.0,
+                ci_every=10)
 _BEFORE_PHI = dict(T=30, T0=10, ci_every=0)  # Setting B: 30 rows never identify (n-1)d = 90 parameters
 _DISCONNECTED = ([(0, 1), (1, 2), (3, 4)], [(0, 1), (1, 2), (2, 3)])  # two components; item 4 isolated
+_FRESH_SECONDS = 120.0  # a fresh process's run (it starts from a fork of a preloaded server)
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check: ``status`` is ``"passed"``, ``"failed"`` or ``"skipped"``; ``detail`` says why."""
+    """One check: ``status`` is ``"passed"``, ``"failed"`` or ``"skipped"``; ``detail`` says why
+    (or, for a passed check, what it saw)."""
 
     name: str
     status: str
@@ -115,105 +142,6 @@ class PolicyCheckError(AssertionError):
                          + "; ".join(f"{r.name} ({r.detail})" for r in failed) + "\n" + str(report))
 
 
-@dataclass
-class _Record:
-    """What the guards saw during the runs of one check: the first violation per guarded check."""
-
-    violations: dict = field(default_factory=dict)
-
-    def note(self, check, detail):
-        self.violations.setdefault(check, detail)
-
-
-def _copy_graph(graph) -> ComparisonGraph:
-    return ComparisonGraph.from_edges(np.array(graph.edges), graph.n_items)
-
-
-def _graph_arrays(graph) -> dict:
-    arrays = {"graph.edges": graph.edges, "graph.adjacency": graph.adjacency, "graph.playable": graph.playable}
-    arrays.update({f"graph.neighbours[{i}]": a for i, a in enumerate(graph.neighbours)})
-    return arrays
-
-
-class _GuardedDebias:
-    """The step's debiased estimate, handed to the policy as a copy (made on first request)."""
-
-    def __init__(self, step):
-        self.step, self.original, self.copy = step, None, None
-
-    def __call__(self):
-        if self.copy is None:
-            self.original = self.step.debiased()
-            self.copy = copy.deepcopy(self.original)
-        return self.copy
-
-    def arrays(self) -> dict:
-        if self.copy is None:
-            return {}
-        return {f"step.debiased().{name}": (getattr(self.original, name), getattr(self.copy, name))
-                for name in ("theta_d", "factor") if getattr(self.original, name, None) is not None}
-
-
-class _Guard:
-    """Wraps a policy: each call gets a Step of copies, compared with the originals afterwards, and
-    each choice is validated before the loop sees it."""
-
-    def __init__(self, policy, record: _Record):
-        self.policy, self.record = policy, record
-        if callable(getattr(policy, "update", None)):
-            self.update = self._update
-
-    def _guarded(self, step):
-        pristine = {"step.theta": np.array(step.theta), "step.x": np.array(step.x)}
-        pristine.update({k: np.array(v) for k, v in _graph_arrays(step.graph).items()})
-        debiased = _GuardedDebias(step)
-        theta, x, graph = pristine["step.theta"].copy(), pristine["step.x"].copy(), _copy_graph(step.graph)
-        guarded = Step(step.t, x, step.uniforms, graph, theta, debiased, rng=step.rng, setting=step.setting)
-        return guarded, pristine, {"step.theta": theta, "step.x": x, **_graph_arrays(graph)}, debiased
-
-    def _call(self, what, step, call):
-        guarded, pristine, handed, debiased = self._guarded(step)
-        try:
-            result = call(guarded)
-        except ValueError as exc:
-            if "read-only" in str(exc) or "WRITEABLE" in str(exc):
-                self.record.note("no_writes", f"{what} at t={step.t} tried to write into a read-only array ({exc})")
-            raise
-        seen = {name: handed[name] for name in handed}
-        seen["step.theta (as read again)"] = guarded.theta
-        seen["step.x (as read again)"] = guarded.x
-        for name, array in seen.items():
-            base = pristine[name.split(" ")[0]]
-            if np.shape(array) != np.shape(base) or not np.array_equal(array, base, equal_nan=True):
-                self.record.note("no_writes", f"{what} at t={step.t} wrote into {name.split(' ')[0]}")
-                break
-        for name, (original, handed_copy) in debiased.arrays().items():
-            if not np.array_equal(original, handed_copy, equal_nan=True):
-                self.record.note("no_writes", f"{what} at t={step.t} wrote into {name}")
-        return result
-
-    def select(self, step):
-        choice = self._call("select", step, self.policy.select)
-        self._validate(choice, step)
-        return choice
-
-    def _update(self, step, choice, wins):
-        return self._call("update", step, lambda guarded: self.policy.update(guarded, choice, wins))
-
-    def _validate(self, choice, step):
-        try:
-            major, other, explored = choice
-            major, other = operator.index(major), operator.index(other)
-        except (TypeError, ValueError):
-            self.record.note("returns_a_choice", f"select at t={step.t} returned {choice!r}, not "
-                                                 "Choice(major, other, explored) with integer items")
-            return
-        n, graph = step.graph.n_items, step.graph
-        if not (0 <= major < n and 0 <= other < n) or major == other or not graph.adjacency[major, other]:
-            self.record.note("only_edges", f"select at t={step.t} returned ({major}, {other}), not an edge of the "
-                                           f"graph (edges {np.asarray(graph.edges).tolist()})")
-
-
 def _trajectory(result) -> tuple:
     return tuple(np.asarray(result.trajectory[c]).tolist() for c in ("major", "other", "explored"))
 
@@ -233,39 +161,76 @@ def _dumps(factory):
         return cloudpickle.dumps(factory), cloudpickle.loads
 
 
+def _run(setting, name, seed, factory, record, guarded=True, **overrides):
+    policy = (lambda s: build(factory, s, record)) if guarded else factory
+    return run_replication(setting, name, seed, policy=policy, **overrides)
+
+
+def fresh_trajectory(factory, name, seed) -> tuple:
+    """In a fresh process: the trajectory of the ``shared_state`` run of ``seed`` (guarded, as here)."""
+    return _trajectory(_run("A", name, seed, factory, Record(), **_WITH_PHI))
+
+
+def _shown(overrides) -> dict:
+    return {k: v for k, v in overrides.items() if k in ("T", "warmup", "graph", "edges")}
+
+
 class _Suite:
     def __init__(self, factory, name, seed, time_limit):
         self.factory, self.name, self.seed, self.time_limit = factory, name, seed, time_limit
-        self.results = {}
+        self.seeds = (seed, seed + 1)
+        self.results, self.phi_runs, self.fresh = {}, {}, None
 
-    def run(self, setting, record, factory=None, guarded=True, **overrides):
-        factory = self.factory if factory is None else factory
-        policy = (lambda s: _Guard(factory(s), record)) if guarded else factory
-        return run_replication(setting, self.name, self.seed, policy=policy, **overrides)
+    def run(self, setting, record, factory=None, guarded=True, seed=None, **overrides):
+        return _run(setting, self.name, self.seed if seed is None else seed, self.factory if factory is None else factory,
+                    record, guarded, **overrides)
 
-    def set(self, name, passed, detail=""):
-        self.results[name] = CheckResult(name, "passed" if passed else "failed", "" if passed else detail)
+    def set(self, name, passed, detail="", note=""):
+        self.results[name] = CheckResult(name, "passed" if passed else "failed", note if passed else detail)
 
-    def guarded_scenario(self, name, runs) -> None:
+    def fail_once(self, name, detail):
+        """Fail check ``name`` with ``detail`` unless it has failed already."""
+        if name not in self.results or self.results[name].status == "passed":
+            self.set(name, False, detail)
+
+    def guarded_scenario(self, name, runs, keep=None) -> Record:
         """Run ``runs`` [(setting, overrides)]: the check fails on an invalid choice or an error; a
-        write seen there is a failure of ``no_writes``."""
-        record = _Record()
-        error = None
-        for setting, overrides in runs:
+        write seen there is a failure of ``no_writes``, a global generator's use one of
+        ``different_draws``.  ``keep``: {index: key} of runs whose results are kept in ``phi_runs``."""
+        record = Record()
+        error = written = None
+        for k, (setting, overrides) in enumerate(runs):
             try:
-                self.run(setting, record, **overrides)
+                result = self.run(setting, record, **overrides)
             except Exception as exc:  # noqa: BLE001 -- reported by name
-                shown = {k: v for k, v in overrides.items() if k in ("T", "warmup", "graph", "edges")}
-                error = f"Setting {setting} with {shown}: {type(exc).__name__}: {exc}"
+                label = setting if isinstance(setting, str) else setting.name
+                error = f"Setting {label} with {_shown(overrides)}: {type(exc).__name__}: {exc}"
+                written = "no_writes" in record.violations and ("read-only" in str(exc) or "WRITEABLE" in str(exc))
                 break
-        writes = record.violations.pop("no_writes", None)
-        if writes is not None and self.results["no_writes"].status == "passed":
-            self.set("no_writes", False, writes)
+            if keep and k in keep:
+                self.phi_runs[keep[k]] = _trajectory(result)
+        for check in ("no_writes", "different_draws"):
+            detail = record.violations.pop(check, None)
+            if detail is not None:
+                self.fail_once(check, detail)
         invalid = "; ".join(record.violations.values())
+        if written and not invalid:  # stopped by its write, which no_writes names: nothing else to say here
+            self.results[name] = CheckResult(name, "skipped", f"skipped: a write into a read-only array stopped "
+                                                              f"the run ({error}; see no_writes)")
+            return record
         self.set(name, not invalid and error is None, invalid or error or "")
+        return record
 
     def execute(self):
-        record = _Record()
+        self.start_fresh()
+        try:
+            self._execute()
+        finally:
+            if isinstance(self.fresh, fresh.FreshRuns):  # not collected (an error): release the fresh processes
+                self.fresh.outcomes()
+
+    def _execute(self):
+        record = Record()
         start = time.perf_counter()
         try:
             base = self.run("A", record, **_BASE)
@@ -275,8 +240,9 @@ class _Suite:
         elapsed = time.perf_counter() - start
         for check in _GUARDED:
             self.set(check, check not in record.violations, record.violations.get(check, ""))
-        stopped = next((v for k, v in record.violations.items() if k != "no_writes"), None)
+        stopped = next((v for k, v in record.violations.items() if k not in ("no_writes", "different_draws")), None)
         self.set("runs", base is not None, f"the run stopped: {stopped}" if stopped else (error or ""))
+        self.scenarios()
         if base is None:
             skip = "skipped: the policy does not complete the 60-step run of 'runs'"
             for check in CHECKS:
@@ -284,22 +250,86 @@ class _Suite:
             return
         self.set("finishes_in_time", elapsed <= self.time_limit,
                  f"the 60-step run of Setting A took {elapsed:.2f} s, more than time_limit={self.time_limit} s")
-        twice = self._again()
-        self.set("deterministic", twice is not None and _trajectory(twice) == _trajectory(base),
-                 "two runs with the same seed chose different pairs (randomness that is not step.rng's or "
-                 "state kept across replications)" if twice is not None else "the second run failed")
+        self._deterministic(base)
         if self.results["deterministic"].status == "passed" and "no_writes" not in record.violations:
             self._plain_run(base)
+        self._pickle(base)
+        self._shared_state()
+
+    def scenarios(self):
+        """The scenarios that need no first run: before Phi, with Phi, on disconnected graphs."""
         self.guarded_scenario("valid_before_phi", [("B", {**_BEFORE_PHI, "warmup": w}) for w in WARMUPS])
+        first, second = self.seeds  # the first seed under its own warm-up only (shared_state needs two seeds)
+        with_phi = [("A", {**_WITH_PHI, "seed": first, "warmup": "own"})]
+        with_phi += [("A", {**_WITH_PHI, "seed": second, "warmup": w}) for w in WARMUPS]
+        with_phi += [(SMALL, {"seed": first, "warmup": w}) for w in WARMUPS]
+        record = self.guarded_scenario("valid_with_phi", with_phi, keep={0: first, 1: second})
+        if self.results["valid_with_phi"].status == "passed":
+            note = (f"Phi existed at {record.available} of the {record.asked} steps at which the policy asked for it"
+                    if record.asked else "the policy never asked for Phi")
+            self.set("valid_with_phi", True, note=note)
         self.guarded_scenario("disconnected_graph", [("A", dict(T=30, T0=10, ci_every=10, graph="raw", edges=e))
                                                      for e in _DISCONNECTED])
-        self._pickle(base)
 
-    def _again(self):
+    def _deterministic(self, base):
+        """The 60-step run again, and the 120-step run of the first seed again (right after the
+        second seed's: the first of the two orders of ``shared_state``)."""
+        detail = ("two runs with the same seed chose different pairs (randomness that is not step.rng's, or state "
+                  "kept across replications)")
         try:
-            return self.run("A", _Record(), **_BASE)
+            twice = self.run("A", Record(), **_BASE)
         except Exception:  # noqa: BLE001
-            return None
+            self.set("deterministic", False, "the second run failed")
+            return
+        if _trajectory(twice) != _trajectory(base):
+            self.set("deterministic", False, detail + " in the 60-step run of Setting A")
+            return
+        first = self.phi_runs.get(self.seeds[0])
+        if first is None:  # valid_with_phi failed: its runs are not there to repeat
+            self.set("deterministic", True)
+            return
+        try:
+            again = self.run("A", Record(), seed=self.seeds[0], **_WITH_PHI)
+        except Exception as exc:  # noqa: BLE001
+            self.set("deterministic", False, f"the second 120-step run failed ({type(exc).__name__}: {exc})")
+            return
+        self.phi_runs["again"] = _trajectory(again)
+        self.set("deterministic", self.phi_runs["again"] == first, detail + " in the 120-step run of Setting A, where "
+                                                                         "Phi exists")
+
+    def start_fresh(self):
+        """Send the two seeds of the 120-step run to fresh processes (collected by
+        :meth:`_shared_state`; they run while this process runs the other checks)."""
+        try:
+            packed = fresh.dumps(self.factory)
+        except Exception as exc:  # noqa: BLE001
+            self.fresh = f"skipped: the factory cannot be pickled for a fresh process ({type(exc).__name__}: {exc})"
+            return
+        self.fresh = fresh.FreshRuns(packed, fresh_trajectory, [(self.name, s) for s in self.seeds], _FRESH_SECONDS)
+
+    def _shared_state(self):
+        """Each seed of the 120-step run in a fresh process against its runs here: the first seed's
+        run after the second's, the second's after the first's."""
+        pending, self.fresh = self.fresh, None
+        outcomes = pending.outcomes() if isinstance(pending, fresh.FreshRuns) else None
+        here = {self.seeds[0]: self.phi_runs.get("again"), self.seeds[1]: self.phi_runs.get(self.seeds[1])}
+        if outcomes is None or any(v is None for v in here.values()):
+            reason = pending if isinstance(pending, str) else ("skipped: the 120-step runs of valid_with_phi and "
+                                                               "deterministic did not complete")
+            self.results["shared_state"] = CheckResult("shared_state", "skipped", reason)
+            return
+        for seed, (status, value) in zip(self.seeds, outcomes):
+            if status != "ok":
+                self.set("shared_state", False, f"seed {seed} in a fresh process: {value}")
+                return
+            if value != here[seed]:
+                step = next(t for t, pair in enumerate(zip(*value), 1) if pair != tuple(zip(*here[seed]))[t - 1])
+                self.set("shared_state", False, f"seed {seed} chose differently after the other seed's run in this "
+                                                f"process than alone in a fresh one (first at t={step}): the policy "
+                                                "keeps state across replications (a module-level or class-level "
+                                                "cache?), so results would depend on how replications are batched")
+                return
+        self.set("shared_state", True)
 
     def _plain_run(self, base):
         """The unguarded run must equal the guarded one: a policy whose writes reach the shared
@@ -320,7 +350,7 @@ class _Suite:
         try:
             data, loads = _dumps(self.factory)
             twin = loads(data)
-            again = self.run("A", _Record(), factory=twin, **_BASE)
+            again = self.run("A", Record(), factory=twin, **_BASE)
         except Exception as exc:  # noqa: BLE001
             self.set("picklable", False, f"{type(exc).__name__}: {exc}")
             return
@@ -342,9 +372,10 @@ def check_policy(factory, *, name: str = "checked-policy", seed: int = 3, time_l
     name : str
         The label of the runs (it keys the policy's private generator).
     seed : int
-        The environment seed of every run.
+        The environment seed of every run (the 120-step runs of ``valid_with_phi`` and
+        ``shared_state`` also use ``seed + 1``).
     time_limit : float
-        Seconds allowed for a 60-step run of Setting A.
+        Seconds allowed for the 60-step run of Setting A.
     raise_on_failure : bool
         Raise :class:`PolicyCheckError` (an ``AssertionError`` naming every failed check) when a
         check fails; otherwise return the report.

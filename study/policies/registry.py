@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._util import import_object, sha256_files
+from ..simulation.settings import public_view
 from .bald import bald
 from .colstim import colstim, colstim_rev
 from .guro import guro
@@ -28,6 +29,7 @@ BUILTIN = {"RB": rb, "ERA": era, "ETA": eta, "BT-UCB1": bt_ucb1, "BT-UCB2": bt_u
 NEEDS_PHI = ("BT-UCB1", "BT-UCB2", "TS", "MaxInP", "MaxPairUCB", "MaxFirstUCBNext", "CoLSTIM", "CoLSTIM-rev",
              "GURO", "BALD")
 assert tuple(BUILTIN) == ALL_METHODS
+MAX_NAME = 100
 _REGISTERED: dict = {}
 _UNHASHABLE_ALLOWED: set = set()  # registered names whose source may go unhashed (the user opted in)
 
@@ -46,6 +48,10 @@ def register_policy(name: str, factory, *, replace: bool = False, allow_unhashab
         raise ValueError(f"a policy name must be a non-empty string without surrounding spaces, got {name!r}")
     if ":" in name:
         raise ValueError(f"policy name {name!r} contains ':', which marks an import path 'package.module:Name'")
+    if any(c in "/\\" or not c.isprintable() for c in name) or name.startswith(".") or len(name) > MAX_NAME:
+        raise ValueError(f"policy name {name!r}: a method name labels outputs and is part of file names, so it may "
+                         f"not contain '/', '\\' or control characters nor start with '.' (at most {MAX_NAME} "
+                         "characters)")
     if name in BUILTIN:
         raise ValueError(f"{name!r} is a built-in method ({list(BUILTIN)}); choose another name")
     if not callable(factory):
@@ -107,10 +113,11 @@ def resolve_methods(names) -> dict:
 
 
 def make_policy(method, setting, factory=None):
-    """A fresh policy for one replication: ``factory(setting)``, the factory resolved from
-    ``method`` unless given."""
+    """A fresh policy for one replication: ``factory(setting)`` with the setting's public view
+    (:class:`study.simulation.settings.PublicSetting`: every field but the truth), the factory
+    resolved from ``method`` unless given."""
     factory = resolve_policy(method) if factory is None else factory
-    policy = factory(setting)
+    policy = factory(public_view(setting))
     if not callable(getattr(policy, "select", None)):
         raise TypeError(f"the factory of method {method!r} returned {type(policy).__name__!r}, which has no "
                         "select(step) method")
@@ -118,19 +125,20 @@ def make_policy(method, setting, factory=None):
 
 
 def policy_provenance(name, factory=None) -> dict:
-    """Where a method's code comes from, for a results fingerprint:
+    """Where a method's code, parameters and inputs come from, for a results fingerprint:
     ``{"method", "kind" ("builtin" | "registered" | "import"), "import_path" ("module:qualname", or
     None when the factory cannot be imported by name: a lambda, a local or ``__main__`` object),
-    "source_file", "source_sha256", "files", "state_sha256"}``.
+    "source_file", "source_sha256", "files", "state", "state_sha256", "inputs", "inputs_sha256"}``.
 
     For a built-in method the hash covers every module of :mod:`study.policies`.  For a user policy
-    it covers the modules of its package and the modules of its source tree that they import
-    (:mod:`study.policies.provenance`; ``files`` maps each to its SHA-256, so that a refused resume
-    can name the file that changed), and ``state_sha256`` the parameters of a callable instance or a
-    ``functools.partial``.  A factory without source on disk raises
-    :class:`study.policies.provenance.UnhashablePolicy` (a ``ValueError``), unless it was registered
-    with ``allow_unhashable=True``: its record then has ``"unhashable"`` (the reason) and no hash,
-    never a silent None."""
+    (:mod:`study.policies.provenance`) ``files`` maps every file of its package (data files too)
+    and the modules of its source tree that they import to their SHA-256, so that a refused resume
+    can name the file that changed; ``state`` the factory's parameters (closure cells, defaults,
+    ``functools.partial`` arguments, a callable instance's attributes) to theirs; ``inputs`` what
+    the factory declares in ``policy_inputs`` (files, ``"$NAME"`` environment variables) to theirs.
+    A factory without source on disk raises :class:`study.policies.provenance.UnhashablePolicy` (a
+    ``ValueError``), unless it was registered with ``allow_unhashable=True``: its record then has
+    ``"unhashable"`` (the reason) and no hash, never a silent None."""
     factory = resolve_policy(name) if factory is None else factory
     kind = "builtin" if name in BUILTIN else ("import" if isinstance(name, str) and ":" in name else "registered")
     target = getattr(factory, "func", factory)
@@ -138,14 +146,14 @@ def policy_provenance(name, factory=None) -> dict:
     qualname = getattr(target, "__qualname__", None)
     importable = bool(module and qualname and module != "__main__" and "<" not in qualname)
     record = {"method": name, "kind": kind, "import_path": f"{module}:{qualname}" if importable else None}
+    empty = dict.fromkeys(("files", "state", "state_sha256", "inputs", "inputs_sha256"))
     if kind == "builtin":
         files = sorted(Path(__file__).resolve().parent.glob("*.py"))
         return {**record, "source_file": str(Path(__file__).resolve().parent), "source_sha256": sha256_files(files),
-                "files": None, "state_sha256": None}
+                **empty}
     try:
         return {**record, **hash_source(factory, name)}
     except UnhashablePolicy as exc:
         if name not in _UNHASHABLE_ALLOWED:
             raise
-        return {**record, "source_file": None, "source_sha256": None, "files": None, "state_sha256": None,
-                "unhashable": str(exc)}
+        return {**record, "source_file": None, "source_sha256": None, **empty, "unhashable": str(exc)}

@@ -37,8 +37,9 @@ def main(argv=None) -> int:
     w = sub.add_parser("verdicts", help="write OUT/verdicts.md and .csv: paired differences per warm-up, and the "
                                         "verdicts that hold under every warm-up")
     w.add_argument("out")
-    w.add_argument("--studies", nargs="+", default=list(WARMUP_STUDIES), metavar="STUDY",
-                   help=f"the studies to compare, one per warm-up (default: {' '.join(WARMUP_STUDIES)})")
+    w.add_argument("--studies", nargs="+", default=None, metavar="STUDY",
+                   help="the studies to compare; those of one warm-up are pooled (A and B with the replay) "
+                        f"(default: those of {' '.join(WARMUP_STUDIES)} that are stored)")
     w.add_argument("--z", type=float, default=Z, help=f"paired SEs a winner must lead by (default {Z:g})")
     w.add_argument("--pairs", nargs="+", metavar="A:B", default=[f"{a}:{b}" for a, b in CLAIMS],
                    help="pairs of methods to compare (default: the README's claims)")
@@ -53,14 +54,21 @@ def main(argv=None) -> int:
         parser.error(f"{out} is not a directory")
     try:
         if args.command == "verdicts":
-            missing = [s for s in args.studies if s not in _studies_in(out)]
+            stored = _studies_in(out)
+            studies = args.studies or [s for s in WARMUP_STUDIES if s in stored]
+            missing = [s for s in studies if s not in stored]
             if missing:
                 print(f"error: {out} holds no study {missing} (run jobs/baselines.py first)", file=sys.stderr)
                 return 2
             pairs = [tuple(p.split(":", 1)) for p in args.pairs]
             if any(len(p) != 2 or not all(p) for p in pairs):
                 parser.error(f"--pairs takes METHOD:METHOD, got {args.pairs}")
-            for path in write_verdicts(out, args.studies, args.z, pairs):
+            written = write_verdicts(out, studies, args.z, pairs)
+            if not written:
+                print(f"error: the studies {studies} of {out} do not cover two warm-ups: no verdict (run "
+                      "jobs/baselines.py)", file=sys.stderr)
+                return 2
+            for path in written:
                 print(f"wrote {path}")
             print((out / "verdicts.md").read_text())
             return 0

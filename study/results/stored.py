@@ -13,7 +13,7 @@ from .files import COMMITS, read_manifest
 
 FAMILY_ORDER = ("regret", "coverage", "msweep", "replay", "baselines")
 STUDY_ORDER = ("regret", "coverage", "msweep", "llm", "arena", "byo", "baselines_random", "baselines_greedy",
-               "baselines", "llm_baselines")
+               "baselines", "llm_baselines_random", "llm_baselines_greedy", "llm_baselines")
 # manifests written before they recorded "figures" and "title": (family, title) by study name
 _BEFORE_FIELDS = {
     "regret": ("regret", "Regret study (paper Figure 1)"),

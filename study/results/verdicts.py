@@ -3,9 +3,11 @@ protocol, and whether it holds under both.
 
 Every method of a study sees the same environments (common random numbers), and the studies of one
 seed namespace share them too (``baselines_random`` and ``baselines_greedy``: replication r of
-Setting A is the same environment in both), so every difference here is *paired*: the mean over
-replications of (method - winner) at t = T, with the standard error of that mean (the SD of the
-per-replication differences / sqrt(reps)).
+Setting A is the same environment in both; ``llm_baselines_random`` and ``llm_baselines_greedy``
+likewise on the LLM replay), so every difference here is *paired*: the mean over replications of
+(method - winner) at t = T, with the standard error of that mean (the SD of the per-replication
+differences / sqrt(reps)).  The studies of one warm-up are pooled (A and B with the replay: their
+settings differ), so that every setting's verdict follows the same rule.
 
 A method *wins* a metric (lower is better: the regret R(T), the pair regret, the relative error)
 under one warm-up when its mean is the lowest and it is below every other method by more than
@@ -30,7 +32,8 @@ from . import storage
 from .stored import stored_studies
 
 METRICS = {"avg_regret": "R(T)", "avg_pair_regret": "pair R(T)", "rel_error": "relative error"}
-WARMUP_STUDIES = ("baselines_random", "baselines_greedy")  # the comparison's two protocols
+# the comparison's studies: A and B, and the LLM replay, under each of the two protocols
+WARMUP_STUDIES = ("baselines_random", "baselines_greedy", "llm_baselines_random", "llm_baselines_greedy")
 Z = 3.0
 _KEYS = ["setting", "method", "rep"]
 
@@ -97,22 +100,46 @@ def winners(frame: pd.DataFrame, z: float = Z) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def by_warmup(out, studies) -> dict:
+    """{warm-up: the :func:`final_values` of the studies of ``studies`` that ran it, pooled}: the
+    studies of one warm-up hold different settings (A and B; the replay).
+
+    Raises
+    ------
+    ValueError
+        A study of ``studies`` is not stored under ``out``, or two studies of one warm-up hold the
+        same setting.
+    """
+    pooled: dict = {}
+    for study in studies:
+        if not storage.parts(storage.dataset_dirs(out, study)["trajectory"]):
+            raise ValueError(f"study {study!r} has no stored results under {out}; run jobs/baselines.py first")
+        frame = final_values(out, study)
+        pooled.setdefault(study_warmup(out, study), []).append((study, frame))
+    result = {}
+    for warmup, frames in pooled.items():
+        seen: dict = {}
+        for study, frame in frames:
+            for setting in frame["setting"].unique():
+                if setting in seen:
+                    raise ValueError(f"studies {seen[setting]!r} and {study!r} both hold setting {setting} under "
+                                     f"warm-up {warmup!r}; compare one of them")
+                seen[setting] = study
+        result[warmup] = pd.concat([f for _, f in frames], ignore_index=True)
+    return result
+
+
 def verdict_table(out, studies=WARMUP_STUDIES, z: float = Z) -> pd.DataFrame:
-    """One row per (setting, metric, method): for each study (warm-up protocol) of ``studies`` the
-    mean, its SE and the paired difference from that study's leader with its SE; and the verdict
-    columns ``leader_<warmup>``, ``wins_<warmup>``.
+    """One row per (setting, metric, method): for each warm-up protocol of ``studies`` the mean, its
+    SE and the paired difference from that warm-up's leader with its SE; and the verdict columns
+    ``leader_<warmup>``, ``wins_<warmup>`` (missing where a setting was not run under a warm-up).
 
     Raises
     ------
     ValueError
         A study of ``studies`` is not stored under ``out``.
     """
-    by_warmup = {}
-    for study in studies:
-        if not storage.parts(storage.dataset_dirs(out, study)["trajectory"]):
-            raise ValueError(f"study {study!r} has no stored results under {out}; run jobs/baselines.py first")
-        by_warmup[study_warmup(out, study)] = winners(final_values(out, study), z)
-    return combine(by_warmup)
+    return combine({warmup: winners(frame, z) for warmup, frame in by_warmup(out, studies).items()})
 
 
 def combine(by_warmup: dict) -> pd.DataFrame:
@@ -135,6 +162,11 @@ def verdicts(table: pd.DataFrame, z: float = Z) -> list:
     warmups = [c[len("leader_"):] for c in table.columns if c.startswith("leader_")]
     lines = []
     for (setting, metric), sub in table.groupby(["setting", "metric"], sort=False):
+        ran = [w for w in warmups if sub[f"leader_{w}"].notna().all()]
+        if len(ran) < len(warmups):  # a verdict needs every warm-up
+            lines.append((setting, METRICS[metric], f"stored under {' and '.join(ran) or 'no warm-up'} only: "
+                          "no verdict", ""))
+            continue
         leaders = {w: sub[f"leader_{w}"].iloc[0] for w in warmups}
         won = {w: bool(sub.loc[sub["method"] == leaders[w], f"wins_{w}"].iloc[0]) for w in warmups}
         parts = []
@@ -167,7 +199,7 @@ def pairwise(out, pairs=CLAIMS, studies=WARMUP_STUDIES, z: float = Z) -> pd.Data
     study's warm-up, and ``verdict``: ``"a < b"`` or ``"a > b"`` where it holds by more than ``z``
     SEs under every warm-up, ``"depends on the warm-up"`` where it holds one way under one and not
     under another, ``"not separated"`` otherwise.  Pairs with a method not stored are skipped."""
-    frames = {study_warmup(out, study): final_values(out, study) for study in studies}
+    frames = by_warmup(out, studies)
     rows = []
     for a, b in pairs:
         for setting in sorted(set.intersection(*(set(f["setting"]) for f in frames.values()))):
@@ -202,20 +234,18 @@ def _pair_verdict(a, b, signs: dict) -> str:
 
 def warmup_steps(out, studies=WARMUP_STUDIES) -> pd.DataFrame:
     """Steps spent before Phi existed (``before_phi``) and R(T) (``regret``), per setting, method and
-    study (mean and SE over replications), and ``dR``, ``dR_se``: the paired effect of the warm-up on
-    R(T) (second study minus first)."""
-    frames = {study: final_values(out, study) for study in studies}
+    warm-up (mean and SE over replications), and ``dR``, ``dR_se``: the paired effect of the warm-up on
+    R(T) (the second warm-up minus the first, where a setting ran under both)."""
+    frames = by_warmup(out, studies)
     rows = []
-    first, *others = studies
-    for study, frame in frames.items():
-        warmup = study_warmup(out, study)
+    for warmup, frame in frames.items():
         for (setting, method), sub in frame.groupby(["setting", "method"], observed=True):
             rows.append({"setting": setting, "method": method, "warmup": warmup,
                          "before_phi": float(sub["before_phi"].mean()), "before_phi_se": _se(sub["before_phi"]),
                          "regret": float(sub["avg_regret"].mean()), "regret_se": _se(sub["avg_regret"])})
     table = pd.DataFrame(rows)
-    if others:
-        a, b = frames[first], frames[others[0]]
+    if len(frames) > 1:
+        a, b = list(frames.values())[:2]
         both = a.merge(b, on=_KEYS, suffixes=("_a", "_b"))
         effect = both.assign(d=both["avg_regret_b"] - both["avg_regret_a"]).groupby(["setting", "method"])["d"]
         effect = effect.agg(["mean", _se]).rename(columns={"mean": "dR", "_se": "dR_se"}).reset_index()
@@ -279,17 +309,20 @@ def to_markdown(table: pd.DataFrame, steps: pd.DataFrame, studies=WARMUP_STUDIES
                       if r is not None else ["--", "--"])
         if len(warmups) > 1:
             r = sub.iloc[0]
-            cells.append(f"{r['dR']:+.3f} ± {_fmt(r['dR_se'])}")
+            cells.append(f"{r['dR']:+.3f} ± {_fmt(r['dR_se'])}" if pd.notna(r.get("dR")) else "--")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def write_verdicts(out, studies=WARMUP_STUDIES, z: float = Z, pairs=CLAIMS):
-    """Write OUT/verdicts.md and OUT/verdicts.csv (atomically; the csv holds :func:`verdict_table`);
-    returns their paths, or () when a study of ``studies`` is not stored under ``out``."""
+    """Write OUT/verdicts.md and OUT/verdicts.csv (atomically; the csv holds :func:`verdict_table`)
+    from the studies of ``studies`` stored under ``out``; returns their paths, or () when those do
+    not cover two warm-ups (e.g. only ``baselines_random`` and ``baselines_greedy`` are stored:
+    verdicts for A and B alone)."""
     out = Path(out)
     stored = {name for name, _ in stored_studies(out)}
-    if not set(studies) <= stored:
+    studies = [s for s in studies if s in stored]
+    if len({study_warmup(out, s) for s in studies}) < 2:
         return ()
     table = verdict_table(out, studies, z)
     steps = warmup_steps(out, studies)

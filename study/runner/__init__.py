@@ -15,13 +15,13 @@ Its modules, one role each (after benchopt's runner):
 * :mod:`.rayconn` -- joining or starting Ray;
 * :mod:`.panels` -- the ranking-diagram snapshots of a replay study.
 """
-from .catalogue import (BASELINE_STUDIES, DEFAULT_BASELINE_STUDIES, DEFAULT_SEED, MAX_REPS, REPLAY_STUDIES, STUDIES,
-                        STUDY_NAMES, WARMUP_STUDIES, StudyDefaults, seed_namespace)
+from .catalogue import (BASELINE_STUDIES, DEFAULT_BASELINE_STUDIES, DEFAULT_SEED, LLM_WARMUP_STUDIES, MAX_REPS,
+                        REPLAY_STUDIES, STUDIES, STUDY_NAMES, WARMUP_STUDIES, StudyDefaults, seed_namespace)
 from .driver import RunOptions, StudyReport, run_study
 from .fingerprint import ConfigMismatch, check_stored, core_source_hash
 from .plan import Cell, Plan, make_plan
 from .rayconn import connect, max_local_cpus
 
-__all__ = ["BASELINE_STUDIES", "DEFAULT_BASELINE_STUDIES", "WARMUP_STUDIES", "DEFAULT_SEED", "MAX_REPS", "REPLAY_STUDIES", "seed_namespace", "STUDIES", "STUDY_NAMES", "StudyDefaults",
+__all__ = ["BASELINE_STUDIES", "DEFAULT_BASELINE_STUDIES", "WARMUP_STUDIES", "LLM_WARMUP_STUDIES", "DEFAULT_SEED", "MAX_REPS", "REPLAY_STUDIES", "seed_namespace", "STUDIES", "STUDY_NAMES", "StudyDefaults",
            "RunOptions", "StudyReport", "run_study", "ConfigMismatch", "check_stored", "core_source_hash",
            "Cell", "Plan", "make_plan", "connect", "max_local_cpus"]

@@ -16,10 +16,13 @@ from ..policies import ALL_METHODS, BASELINES, METHODS
 DEFAULT_SEED = 20250101
 STUDY_NAMES = ("regret", "coverage", "msweep")  # the paper's simulation studies (jobs/paper.py)
 REPLAY_STUDIES = ("llm", "arena", "byo")  # the LLM-ranking application (jobs/llm_ranking.py)
-# jobs/baselines.py: A and B under each warm-up protocol (Setting.warmup), and the LLM replay
+# jobs/baselines.py: A and B, and the LLM replay, under each warm-up protocol (Setting.warmup)
 WARMUP_STUDIES = {"random": "baselines_random", "greedy": "baselines_greedy", "own": "baselines"}
-BASELINE_STUDIES = ("baselines_random", "baselines_greedy", "llm_baselines", "baselines")
-DEFAULT_BASELINE_STUDIES = ("baselines_random", "baselines_greedy", "llm_baselines")  # a verdict needs both
+LLM_WARMUP_STUDIES = {"random": "llm_baselines_random", "greedy": "llm_baselines_greedy", "own": "llm_baselines"}
+BASELINE_STUDIES = ("baselines_random", "baselines_greedy", "llm_baselines_random", "llm_baselines_greedy", "baselines",
+                    "llm_baselines")
+# a verdict needs both warm-ups, on A and B and on the replay alike
+DEFAULT_BASELINE_STUDIES = ("baselines_random", "baselines_greedy", "llm_baselines_random", "llm_baselines_greedy")
 # The simulation studies share their replications' seeds; the namespace is the regret study's, so
 # that its replications (and so every earlier reference of it) stay what they were.
 PAPER_SEED_NAMESPACE = "regret"
@@ -53,10 +56,19 @@ class StudyDefaults:
 _REPLAY_SOURCE = "study.llm.runs:replay_source"
 
 
-def _replay(setting, title, description, *, methods=METHODS, figures="replay", seed_namespace=None):
+def _replay(setting, title, description, *, methods=METHODS, figures="replay", seed_namespace=None, warmup=None):
     """A replay study: one setting built from data by the replay source, 50 replications."""
-    return StudyDefaults(settings=(setting,), methods=methods, reps=50, overrides={"ci_every": 0}, figures=figures,
+    overrides = {"ci_every": 0} if warmup is None else {"ci_every": 0, "warmup": warmup}
+    return StudyDefaults(settings=(setting,), methods=methods, reps=50, overrides=overrides, figures=figures,
                          title=title, description=description, source=_REPLAY_SOURCE, seed_namespace=seed_namespace)
+
+
+def _llm_baselines(warmup, rule):
+    """The baselines on the LLM replay under one warm-up protocol, 50 replications (the paper's)."""
+    return _replay("llm", f"Beyond the paper: the baselines on the LLM replay, warm-up {warmup!r} (GENERATED judgments)",
+                   f"The paper's methods and the baselines on the LLM-ranking replay (GENERATED judgments); warm-up "
+                   f"{warmup!r}: {rule} (docs/baselines.md).", methods=ALL_METHODS, figures="baselines",
+                   seed_namespace="llm", warmup=warmup)
 
 def _baselines(warmup, title, rule):
     """A baselines study of Settings A and B under one warm-up protocol, 200 replications (the paper's)."""
@@ -100,9 +112,12 @@ STUDIES = {
         "own", "Beyond the paper: the baselines, Settings A and B, each method's own warm-up (docs/baselines.md)",
         "each method keeps its own rule until Phi exists (BT-UCB and TS greedy, the others random edges): not "
         "one protocol, so no verdict is drawn from it alone"),
-    "llm_baselines": _replay("llm", "Beyond the paper: the literature's baselines on the LLM replay (GENERATED judgments)",
-                             "The paper's methods and the baselines on the LLM-ranking replay (GENERATED judgments; "
-                             "docs/baselines.md).", methods=ALL_METHODS, figures="baselines", seed_namespace="llm"),
+    "llm_baselines_random": _llm_baselines("random", "every method whose rule needs Phi plays uniformly random edges "
+                                                     "until Phi exists"),
+    "llm_baselines_greedy": _llm_baselines("greedy", "every method whose rule needs Phi plays the greedy item against a "
+                                                     "uniform neighbour until Phi exists"),
+    "llm_baselines": _llm_baselines("own", "each method keeps its own rule until Phi exists: not one protocol, so no "
+                                           "verdict is drawn from it alone"),
 }
 
 
@@ -110,6 +125,7 @@ def seed_namespace(study: str) -> str:
     """The seed namespace of ``study``: ``"regret"`` for the simulation studies and the baselines
     studies of every warm-up (so replication r of setting A is the same environment in all of them,
     differences between warm-ups are paired, and identical cells are computed once), the replayed
-    study's for ``llm_baselines``, the study's own name otherwise."""
+    study's for the ``llm_baselines*`` studies (paired across warm-ups too), the study's own name
+    otherwise."""
     spec = STUDIES.get(study)
     return (spec.seed_namespace if spec is not None else None) or study

@@ -73,12 +73,13 @@ def plan_fingerprint(plan) -> dict:
     return fingerprint
 
 
-POLICY_FIELDS = ("kind", "import_path", "source_sha256", "files", "state_sha256", "unhashable")
+POLICY_FIELDS = ("kind", "import_path", "source_sha256", "files", "state", "state_sha256", "inputs", "inputs_sha256",
+                 "unhashable")
 
 
 def policy_records(cells) -> dict:
-    """{method: kind, import path, source hash, hash of each source file, state hash} of the user
-    policies among ``cells`` (:func:`study.policies.policy_provenance`; a policy whose source cannot
+    """{method: kind, import path, source hash, hash of each file, of each parameter and of each
+    declared input} of the user policies among ``cells`` (:func:`study.policies.policy_provenance`; a policy whose source cannot
     be hashed raises ``UnhashablePolicy``, a ``ValueError``, unless the user opted in)."""
     records = {}
     for cell in cells:
@@ -190,7 +191,11 @@ def _policies_difference(old: dict, new: dict) -> str:
             what.append(f"its source code changed{files}" if files or a.get("source_sha256") else
                         "its source is now hashed (stored without a source hash)")
         if a.get("state_sha256") != b.get("state_sha256"):
-            what.append("its parameters (the factory's state) changed")
+            what.append("its parameters (the factory's state) changed"
+                        + _files_difference(a.get("state") or {}, b.get("state") or {}))
+        if a.get("inputs_sha256") != b.get("inputs_sha256"):
+            what.append("its declared inputs (policy_inputs) changed"
+                        + _files_difference(a.get("inputs") or {}, b.get("inputs") or {}))
         if a.get("unhashable") != b.get("unhashable"):
             what.append("it is recorded without a source hash (allow_unhashable)")
         out.append(f"user policy {method!r}: {', '.join(what) or 'its record changed'}")

@@ -9,6 +9,7 @@ M-sweep, all values of M) of replication ``rep`` share one environment (common r
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 from dataclasses import dataclass, field
 
 from .._util import import_object
@@ -230,10 +231,24 @@ def _m_grid(spec, name, base, user, m_values):
         grid = (merged.get("M", default_M),)
     result = []
     for M in grid:
-        with_m = {**merged, "M": int(M)}
+        with_m = {**merged, "M": M}
         try:
-            resolve_setting(base or name, **with_m)  # validates every field (and combinations)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"setting {name} with overrides {with_m}: {exc}") from None
+            resolve_setting(base or name, **with_m)  # validates every field (M an integer too) and combinations
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            raise ValueError(f"setting {name} with overrides {_compact(with_m)}: {exc}") from None
+        with_m["M"] = int(M)
         result.append((int(M), with_m))
     return result
+
+
+def _compact(overrides: dict) -> str:
+    """The overrides for a message: each value cut to a readable length (a 400-digit integer or a
+    10,000-character string is named by its size)."""
+    shown = []
+    for key, value in overrides.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+            text = f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+        else:
+            text = reprlib.repr(value)
+        shown.append(f"{key!r}: {text}")
+    return "{" + ", ".join(shown) + "}"

@@ -3,8 +3,13 @@ that share a prefix of their steps) and returns their rows as Arrow tables.
 
 An exception in one replication is caught and returned as a failure record; the others still run.
 So is ``sys.exit`` in a policy (``SystemExit``), and a replication that runs longer than its
-setting's ``time_limit`` (stopped by a timer signal in the worker's main thread, where Ray runs
-tasks).  A worker that dies (``os._exit``, a fatal signal, the OOM killer) is not retried by Ray:
+setting's ``time_limit``: under a time limit a task's replications run one after the other in a
+process of their own, forked from a clean server (:mod:`study.policies.fresh`), where a timer signal raises
+:class:`ReplicationTimeout` at the limit; a policy that catches it (``except Exception:`` in a
+retry loop) has its process ended :func:`grace` later -- a hard stop; the task's next replications
+go on in a new process -- and a replication that caught it and finished anyway is not stored
+either.  Either way the replication is recorded as failed with ``ReplicationTimeout`` and the others
+of the task are computed and stored.  A worker that dies (``os._exit``, a fatal signal, the OOM killer) is not retried by Ray:
 the driver runs the replications of that task one by one to find the one that crashed, and
 records it as failed (:func:`crash_message`).
 A replication is reproduced exactly by ``study.run_replication(setting, method, seed=row.seed,
@@ -22,6 +27,7 @@ import traceback
 import numpy as np
 import pyarrow as pa
 
+from ..policies import fresh
 from ..results.schema import INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
@@ -122,17 +128,31 @@ class ReplicationTimeout(TimeoutError):
     """A replication ran longer than its setting's ``time_limit``."""
 
 
+def grace(seconds: float) -> float:
+    """How long a replication may go on after its time limit before its process is ended: a tenth
+    of the limit, at least 1 s and at most 60 s."""
+    return min(60.0, max(1.0, 0.1 * seconds))
+
+
+def _timeout_message(what: str, seconds: float) -> str:
+    return (f"{what} exceeded the time limit of {seconds:g} s (setting time_limit) and was stopped; the policy "
+            "may hang (an endless loop, a wait that never ends)")
+
+
 @contextlib.contextmanager
 def time_limit(seconds, what: str):
     """Raise :class:`ReplicationTimeout` in this (main) thread if the block runs longer than
-    ``seconds`` (None: no limit; outside the main thread no limit can be enforced)."""
+    ``seconds`` (None: no limit; outside the main thread no limit can be enforced here: run the
+    block in a process of its own, :func:`run_batch`).  A block that catches the timeout and
+    completes anyway raises it at its end: what it computed after the limit is not kept."""
     if seconds is None or threading.current_thread() is not threading.main_thread():
         yield
         return
+    fired = []
 
     def expire(signum, frame):
-        raise ReplicationTimeout(f"{what} exceeded the time limit of {seconds:g} s (setting time_limit) and was "
-                                 "stopped; the policy may hang (an endless loop, a wait that never ends)")
+        fired.append(True)
+        raise ReplicationTimeout(_timeout_message(what, seconds))
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, float(seconds))
@@ -141,6 +161,9 @@ def time_limit(seconds, what: str):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0.0)
         signal.signal(signal.SIGALRM, previous)
+    if fired:
+        raise ReplicationTimeout(_timeout_message(what, seconds) + " (the policy caught the timeout and went on; "
+                                 "its result is not stored)")
 
 
 def crash_message(exc, cell, rep, seed) -> str:
@@ -158,8 +181,49 @@ def crash_message(exc, cell, rep, seed) -> str:
             f"M={cell.M}{', ' + overrides if overrides else ''})")
 
 
+def _replicate(study, cells, setting, rep, seed, replicate, record_intervals, limit, label) -> tuple:
+    """One replication of every cell of a group, as tables: ("ok", [(trajectory, intervals)]) or
+    ("failed", error, traceback)."""
+    try:
+        with time_limit(limit, label):
+            results = _results(cells, setting, seed, replicate)
+        return ("ok", [(trajectory_table(study, c, setting, rep, seed, results[c.method]),
+                        interval_table(study, c, rep, seed, results[c.method]) if record_intervals else None)
+                       for c in cells])
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 -- recorded, the batch goes on
+        error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, SystemExit):
+            error = f"SystemExit: the policy called sys.exit({exc.code!r}) during {label}"
+        return ("failed", error, traceback.format_exc())
+
+
+def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, limit, label) -> tuple:
+    """:func:`_replicate` in a process of its own (run by :mod:`study.policies.fresh`)."""
+    return _replicate(study, cells, _setting_of(cells[0]), rep, seed, replicate, record_intervals, limit, label)
+
+
+def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labels) -> list:
+    """:func:`_replicate` of each (rep, seed), one after the other in a process of their own, which
+    is ended :func:`grace` seconds after a replication's ``limit`` (the next ones go on in a new one)."""
+    jobs = [(study, cells, rep, seed, record_intervals, limit, label) for (rep, seed), label in zip(reps_seeds, labels)]
+    runs = fresh.FreshRuns(fresh.dumps(replicate), replicate_in_process, jobs, limit + grace(limit), in_order=True)
+    outcomes = []
+    for label, (status, value) in zip(labels, runs.outcomes()):
+        if status == "ok":
+            outcomes.append(value)
+        elif status == "timeout":
+            outcomes.append(("failed", f"ReplicationTimeout: {_timeout_message(label, limit)}, and went on although the "
+                                       f"policy was told to stop (it caught the timeout?): its process was ended "
+                                       f"{grace(limit):g} s later", ""))
+        else:
+            outcomes.append(("failed", f"WorkerCrashedError: {label} ended its process ({value})", ""))
+    return outcomes
+
+
 def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=True, run_id: str = "") -> dict:
-    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process.
+    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process (in a
+    process of their own when the setting has a ``time_limit``: the hard stop of the module
+    docstring).
 
     ``cell`` may also be a tuple of cells that differ only by method and share a prefix of their
     steps (:func:`study.runner.batching.cell_groups`), all run on each replication's one
@@ -171,22 +235,19 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     setting = _setting_of(cells[0])
     trajs, ints, failures = [], [], []
     limit = getattr(setting, "time_limit", None)
-    for rep, seed in reps_seeds:
-        methods = "/".join(c.method for c in cells)
-        label = f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}"
-        try:
-            with time_limit(None if limit is None else limit * len(cells), label):
-                results = _results(cells, setting, seed, replicate)
-            tables = [(trajectory_table(study, c, setting, rep, seed, results[c.method]),
-                       interval_table(study, c, rep, seed, results[c.method]) if record_intervals else None)
-                      for c in cells]
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 -- recorded, the batch goes on
-            error = f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, SystemExit):
-                error = f"SystemExit: the policy called sys.exit({exc.code!r}) during {label}"
-            failures.extend(failure_record(study, c, rep, seed, error, traceback.format_exc(), run_id) for c in cells)
+    methods = "/".join(c.method for c in cells)
+    labels = [f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}" for rep, seed in reps_seeds]
+    if limit is None:
+        outcomes = (_replicate(study, cells, setting, rep, seed, replicate, record_intervals, None, label)
+                    for (rep, seed), label in zip(reps_seeds, labels))
+    else:
+        outcomes = _isolated(study, cells, reps_seeds, replicate, record_intervals, limit * len(cells), labels)
+    for (rep, seed), outcome in zip(reps_seeds, outcomes):
+        if outcome[0] != "ok":
+            _, error, tb = outcome
+            failures.extend(failure_record(study, c, rep, seed, error, tb, run_id) for c in cells)
             continue
-        for traj, interval in tables:
+        for traj, interval in outcome[1]:
             trajs.append(traj)
             if interval is not None and interval.num_rows:
                 ints.append(interval)

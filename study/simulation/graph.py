@@ -124,7 +124,8 @@ class ComparisonGraph:
 
 
 def _read_only_view(array: np.ndarray) -> np.ndarray:
-    """A view of ``array`` made read-only for good: the view's flag cannot be set back, because its
-    base is read-only (a policy sees the graph; the loop checks its choices against it)."""
-    array.flags.writeable = False
-    return array.view()
+    """A copy of ``array`` that nothing can write: its memory is an immutable ``bytes`` object, so
+    neither the array's flag nor its base's can be set back to writeable (a read-only view of a
+    writeable array can be written through ``.base``)."""
+    array = np.ascontiguousarray(array)
+    return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)

@@ -21,6 +21,7 @@ refused unless ``replace=True``.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -32,6 +33,16 @@ __all__ = ["register_setting", "unregister_setting", "registered_settings", "loa
            "NAME_PATTERN"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")  # a label that is also a safe file-name part
+MAX_FILE_BYTES = 16 * 2 ** 20  # a settings file larger than this holds data, not settings
+MAX_NESTING = 4  # a field's value: a number, a string, a list of rows (edges, truth) at most
+
+
+def _field_of(exc, fields) -> str:
+    """", field 'M'" when the message is about one field of ``fields`` (it starts with its name),
+    else the fields it names, else ""."""
+    text = str(exc)
+    named = [f for f in fields if re.match(rf"(unknown setting field\(s\) \[)?'?{re.escape(f)}\b", text)]
+    return f", field {named[0]!r}" if len(named) == 1 else ""
 
 
 def _same(a: Setting, b: Setting) -> bool:
@@ -104,28 +115,73 @@ def setting_from_path(path: str) -> Setting:
     return register_setting(obj)
 
 
-def _read_table(path: Path) -> dict:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"settings file {path}: not valid JSON ({exc})") from None
-    elif path.suffix.lower() == ".toml":
+def _no_duplicates(pairs) -> dict:
+    """A JSON object, refusing a key given twice (json keeps the last silently)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            what = f"table [{key}]" if isinstance(value, dict) else f"field {key!r}"
+            raise _Duplicate(f"{what} is given twice (JSON would keep the last silently)")
+        out[key] = value
+    return out
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _parse(path: Path, text: str):
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return json.loads(text, object_pairs_hook=_no_duplicates), "JSON"
+    if suffix == ".toml":
         try:
             import tomllib
         except ImportError:  # Python 3.10
             raise ValueError(f"settings file {path}: TOML needs Python >= 3.11; write it as JSON instead") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"settings file {path}: not valid TOML ({exc})") from None
-    else:
-        raise ValueError(f"settings file {path}: expected a .toml or .json file")
+        return tomllib.loads(text), "TOML"
+    raise ValueError(f"settings file {path}: expected a .toml or .json file")
+
+
+def _read_table(path: Path) -> dict:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"settings file {path}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ValueError(f"settings file {path}: {len(raw)} bytes; a settings file is at most {MAX_FILE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"settings file {path}: not UTF-8 text (byte {raw[exc.start]:#04x} at position "
+                         f"{exc.start})") from None
+    kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
+    try:
+        data, kind = _parse(path, text)
+    except _Duplicate as exc:
+        raise ValueError(f"settings file {path}: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"settings file {path}: nested too deeply to be a settings file (a table of fields)") from None
+    except ValueError as exc:  # JSONDecodeError, TOMLDecodeError, an integer too long to read
+        if str(exc).startswith(f"settings file {path}"):
+            raise
+        raise ValueError(f"settings file {path}: not valid {kind} ({exc})") from None
     if not isinstance(data, dict) or not data or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError(f"settings file {path}: expected one table per setting name, e.g. [B20] base = \"B\" "
                          "n_items = 20")
     return data
+
+
+def _check_depth(value, path, name, field, depth=0):
+    """A field's value nested at most a few levels (a list of rows): deeper would only exhaust the
+    stack of whatever reads it."""
+    if depth > MAX_NESTING:
+        raise ValueError(f"settings file {path}, [{name}], field {field!r}: nested deeper than {MAX_NESTING} levels")
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_depth(item, path, name, field, depth + 1)
+    elif isinstance(value, dict):
+        raise ValueError(f"settings file {path}, [{name}], field {field!r}: a table is not a value of a setting field")
 
 
 def load_settings_file(path) -> list:
@@ -143,6 +199,12 @@ def load_settings_file(path) -> list:
     names = []
     for name, table in _read_table(path).items():
         fields = dict(table)
+        allowed = {f.name for f in dataclasses.fields(Setting)} - {"name"}
+        for field, value in fields.items():
+            if field != "base" and field not in allowed:
+                raise ValueError(f"settings file {path}, [{name}], field {field!r}: not a setting field (the table's "
+                                 f"name is the setting's name); allowed: base, {', '.join(sorted(allowed))}")
+            _check_depth(value, path, name, field)
         base = fields.pop("base", None)
         try:
             if base is not None:
@@ -152,7 +214,7 @@ def load_settings_file(path) -> list:
             else:
                 setting = Setting(name=name, **fields)
             register_setting(setting)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"settings file {path}, [{name}]: {exc}") from None
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            raise ValueError(f"settings file {path}, [{name}]{_field_of(exc, fields)}: {exc}") from None
         names.append(name)
     return names

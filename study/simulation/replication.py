@@ -8,7 +8,10 @@ calls the policy's optional ``update(step, choice, wins)`` and refits the estima
 estimate at theta(t-1) is computed at most once per step, on first request (by the policy or by
 the CI grid at the end of step t-1), and shared.  The trajectory's ``before_phi`` marks the steps
 at which the policy asked for the debiased estimate and Psi_t was singular (its warm-up rule chose
-the pair: :mod:`study.policies.warmup`).  On a disconnected graph (``graph="raw"``)
+the pair: :mod:`study.policies.warmup`), read from the loop's own state, never from the copies the
+policy was handed.  What is recorded is owned by the loop: the policy gets the setting without its
+truth (:class:`study.simulation.settings.PublicSetting`), a graph of its own (the loop checks each
+choice against its private one) and read-only copies of x, theta and the debiased estimate.  On a disconnected graph (``graph="raw"``)
 cross-component contrasts are never identified, Psi_t is singular at every t, and the debiased
 estimate is reported as unavailable without a factorisation.
 """
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import operator
 import time
 
 import numpy as np
@@ -27,7 +29,7 @@ from ..core.confseq import cs_factor
 from ..core.decisions import at_step
 from ..core.inference import DebiasResult
 from ..policies import Choice, Step, check_method, make_policy
-from ..policies.base import read_only
+from ..policies.base import is_flag, read_only, unpack_choice
 from .environment import BTLEnvironment
 from .estimator import Estimate
 from .graph import ComparisonGraph
@@ -124,11 +126,13 @@ class _SharedDebias:
     def __init__(self, estimate, graph):
         self.estimate = estimate
         self.result = None
-        self.policy_copy = None  # also: whether the policy asked for it since the last refit
+        self.policy_copy = None
+        self.asked = False  # whether the policy asked for it since the last refit (the loop's own record)
         self.structurally_singular = not graph.connected
         self.shape = (graph.n_items, estimate.theta.shape[1])
 
     def for_policy(self) -> DebiasResult:
+        self.asked = True
         if self.policy_copy is None:
             self.policy_copy = read_only_result(self())
         return self.policy_copy
@@ -143,18 +147,23 @@ class _SharedDebias:
 
     def invalidate(self) -> None:
         self.result = self.policy_copy = None
+        self.asked = False
+
+    def asked_without_phi(self) -> bool:
+        """Did the policy ask for the debiased estimate and find Psi_t singular?  From the loop's own
+        result, so that nothing the policy does to its copy changes the record."""
+        return self.asked and not self.result.available
 
 
 def _checked(choice, method: str, t: int, graph) -> tuple:
     """(major, other, explored) of a policy's choice, or ValueError naming the policy and the step."""
     try:
-        major, other, explored = choice
-        if isinstance(major, (bool, np.bool_)) or isinstance(other, (bool, np.bool_)):
-            raise TypeError("an item is not a bool")
-        major, other = operator.index(major), operator.index(other)
-    except (TypeError, ValueError):
+        major, other, explored = unpack_choice(choice)
+    except TypeError:
         raise ValueError(f"policy {method!r} at step t={t} returned {choice!r}; expected a Choice(major, other, "
                          "explored) with integer items") from None
+    if not is_flag(explored):
+        raise ValueError(f"policy {method!r} at step t={t} returned explored={explored!r}; it must be a bool")
     n = graph.n_items
     if not (0 <= major < n and 0 <= other < n):
         raise ValueError(f"policy {method!r} at step t={t} returned items ({major}, {other}) outside [0, {n - 1}]")
@@ -175,13 +184,15 @@ class _Loop:
             check_method(method)
         self.started = time.perf_counter()
         self.env, self.method, self.setting, self.seed = env, method, setting, seed
+        self.public = setting.public()  # what the policy and the estimator see: no truth
         T, n = env.T, env.n_items
-        self.policy = make_policy(method, setting, factory)
-        self.graph = ComparisonGraph.from_edges(env.edges, n)
+        self.policy = make_policy(method, self.public, factory)
+        self.graph = ComparisonGraph.from_edges(env.edges, n)  # the loop's own: choices are checked against it
+        self.policy_graph = ComparisonGraph.from_edges(env.edges, n)  # the policy's copy
         self.policy_seed = policy_seed if policy_seed is not None else getattr(env, "policy_seed", None)
         self.uniforms = np.random.default_rng(self.policy_seed).random((T, 4))
         self.rng = policy_generator(self.policy_seed, method)
-        self.estimate = (estimator or Estimate)(setting, env)
+        self.estimate = (estimator or Estimate)(self.public, env)
         self.debiased = _SharedDebias(self.estimate, self.graph)
         self.theta_star = env.theta_star
         self.star_scale = float(np.linalg.norm(self.theta_star, axis=1).max()) or 1.0
@@ -205,7 +216,7 @@ class _Loop:
         forked where Phi first decides a step (:func:`shares_until_phi`), no step before having had Phi."""
         twin = copy.deepcopy(self)
         twin.method = method
-        twin.policy = make_policy(method, self.setting, factory)
+        twin.policy = make_policy(method, self.public, factory)
         twin.rng = policy_generator(self.policy_seed, method)
         if before_phi:  # a policy that asks for Phi asked, and found none, at each step it did not explore
             twin.before_phi[: self.t] = ~self.explored[: self.t] if twin.policy.asks_phi else False
@@ -219,6 +230,7 @@ class _Loop:
 
     def advance(self, until: int) -> None:
         env, setting, graph, estimate, debiased = self.env, self.setting, self.graph, self.estimate, self.debiased
+        public, policy_graph = self.public, self.policy_graph
         update = getattr(self.policy, "update", None)
         theta_star, contexts = self.theta_star, env.contexts
         n, d = env.n_items, env.dim
@@ -227,11 +239,10 @@ class _Loop:
         for t in range(self.t + 1, until + 1):
             at_step(t)  # decision margins noted from here on are step t's (study.core.decisions)
             x = contexts[t - 1]
-            step = Step(t, x, self.uniforms[t - 1], graph, estimate.theta, debiased.for_policy, rng=self.rng,
-                        setting=setting)  # x and theta handed over as read-only copies (Step)
+            step = Step(t, x, self.uniforms[t - 1], policy_graph, estimate.theta, debiased.for_policy, rng=self.rng,
+                        setting=public)  # x and theta handed over as read-only copies (Step)
             choice = self.policy.select(step)
-            asked = debiased.policy_copy  # None unless the policy asked this step (reset by every refit)
-            self.before_phi[t - 1] = asked is not None and not asked.available
+            self.before_phi[t - 1] = debiased.asked_without_phi()  # reset by every refit
             major, other, explored = _checked(choice, self.method, t, graph)
             wins = env.compare(t, major, other)
             if update is not None:

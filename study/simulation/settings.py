@@ -22,6 +22,7 @@ WARMUPS = ("own", "random", "greedy")
 # to every utility, which cancels between items only to within c * 1e-16 (c = 1e50 stored regrets
 # of 9e33), and parameters of this size saturate every comparison probability.
 MAX_SCALE = 1e6
+MAX_INT = 2 ** 63 - 1  # integer fields: numpy's int64, and a float without overflow
 GRAPH_SECONDS_PER_DRAW = 2e-6  # one G(n, p) draw and its connectivity check at small n (measured ~2-20 us)
 
 
@@ -118,22 +119,23 @@ class Setting:
     random edges: docs/baselines.md), ``"random"`` a uniformly random edge, ``"greedy"`` the greedy
     item against a uniform neighbour, the same for every method.  RB, ERA and ETA never need Phi."""
     time_limit: object = None
-    """Seconds one replication may run on a Ray worker; a replication still running then is stopped
-    and recorded as failed (None: no limit).  It changes no stored number, so it is not part of a
+    """Seconds one replication may run on a Ray worker, at most a day; a replication still running
+    then is stopped (its process ended if the policy ignores the stop) and recorded as failed with
+    ``ReplicationTimeout`` (None: no limit).  It changes no stored number, so it is not part of a
     study's fingerprint."""
 
     def __post_init__(self):
-        check.integer("n_items", self.n_items, low=2)
-        check.integer("dim", self.dim, low=1)
-        check.integer("T", self.T, low=1)
+        check.integer("n_items", self.n_items, low=2, high=MAX_INT)
+        check.integer("dim", self.dim, low=1, high=MAX_INT)
+        check.integer("T", self.T, low=1, high=MAX_INT)
         if self.T0_rule is not None:
             object.__setattr__(self, "T0", horizon_fraction(self.T0_rule, self.T))
-        check.integer("T0", self.T0, low=0)
+        check.integer("T0", self.T0, low=0, high=MAX_INT)
         if self.T0 > self.T:
             raise ValueError(f"T0 must lie in [0, T={self.T}], got T0={self.T0} (T0 is 200, the paper's, unless "
                              f"set: with a shorter horizon set it too, e.g. T0={round(0.4 * self.T)}, the paper's "
                              "ratio T0 = 0.4 T)")
-        check.integer("M", self.M, low=1)
+        check.integer("M", self.M, low=1, high=MAX_INT)
         self.edge_probability  # validates p
         check.real("alpha", self.alpha, low=0.0, high=1.0, low_open=True, high_open=True)
         check.real("context_mean", self.context_mean, low=-MAX_SCALE, high=MAX_SCALE)
@@ -144,12 +146,12 @@ class Setting:
         check.real("gamma", self.gamma, low=0.0, high=MAX_SCALE, low_open=True)
         check.real("c_lambda", self.c_lambda, low=0.0, high=MAX_SCALE)
         if self.time_limit is not None:
-            check.real("time_limit", self.time_limit, low=0.0, low_open=True)
+            check.real("time_limit", self.time_limit, low=0.0, high=TIME_LIMIT_SECONDS, low_open=True)
         if self.tie_break not in TIE_BREAKS:
             raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
-        check.integer("ci_every", self.ci_every, low=0)
+        check.integer("ci_every", self.ci_every, low=0, high=MAX_INT)
         check.real("ci_level", self.ci_level, low=0.0, high=1.0, low_open=True, high_open=True)
-        check.integer("max_graph_draws", self.max_graph_draws, low=1)
+        check.integer("max_graph_draws", self.max_graph_draws, low=1, high=MAX_INT)
         check_replication_size(self.n_items, self.dim, self.T,  # before any truth is built
                                self.T // self.ci_every if self.ci_every else 0)
         check_environment_size(self.T, self.M, self.dim, self.n_items, self.edges is None)
@@ -232,11 +234,83 @@ class Setting:
 
     def to_dict(self) -> dict:
         """JSON-friendly record of every field (arrays as nested lists)."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = np.asarray(value).tolist() if isinstance(value, (np.ndarray, list, tuple)) else value
-        return out
+        return _as_dict(self, [f.name for f in dataclasses.fields(self)])
+
+    def public(self) -> "PublicSetting":
+        """The setting as a policy sees it: every field but the truth (:class:`PublicSetting`)."""
+        return PublicSetting(self)
+
+
+def _as_dict(setting, names) -> dict:
+    out = {}
+    for name in names:
+        value = getattr(setting, name)
+        out[name] = np.asarray(value).tolist() if isinstance(value, (np.ndarray, list, tuple)) else value
+    return out
+
+
+# What a policy may not see: theta* itself, or the name that determines it ("paired", "identity").
+HIDDEN_FIELDS = ("truth",)
+_TRUTH_NAMES = HIDDEN_FIELDS + ("theta_star", "theta_star_centred", "draw_truth", "random_truth")
+PUBLIC_FIELDS = tuple(f.name for f in dataclasses.fields(Setting) if f.name not in HIDDEN_FIELDS)
+
+
+class PublicSetting:
+    """A :class:`Setting` as a policy sees it (the factory's argument and ``step.setting``): every
+    field but ``truth``, copied (no reference to the Setting behind it), read-only.
+
+    The truth (theta*, or the name that determines it) is held by the environment alone, so that
+    no policy can read it by accident: ``truth``, ``theta_star``, ``theta_star_centred``,
+    ``draw_truth`` and ``random_truth`` raise ``AttributeError``.  ``lambda_t``,
+    ``edge_probability`` and ``to_dict`` work as on the setting.
+    """
+
+    __slots__ = PUBLIC_FIELDS
+
+    def __init__(self, setting):
+        for name in PUBLIC_FIELDS:
+            object.__setattr__(self, name, getattr(setting, name))
+
+    def __getattr__(self, name):  # only reached for names that are not slots
+        if name in _TRUTH_NAMES:
+            raise AttributeError(f"a policy cannot see the truth: Setting.{name} is held by the environment alone "
+                                 "(a policy gets every other field of the setting; docs/baselines.md)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"the setting a policy is handed is read-only (cannot set {name!r})")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"the setting a policy is handed is read-only (cannot delete {name!r})")
+
+    def __reduce__(self):
+        return _public_setting, ({name: getattr(self, name) for name in PUBLIC_FIELDS},)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in ("name", "n_items", "dim", "T", "T0", "M",
+                                                                          "warmup"))
+        return f"PublicSetting({shown}, truth=<hidden>)"
+
+    lambda_t = Setting.lambda_t
+    edge_probability = Setting.edge_probability
+
+    def to_dict(self) -> dict:
+        """JSON-friendly record of every public field (arrays as nested lists)."""
+        return _as_dict(self, PUBLIC_FIELDS)
+
+
+def _public_setting(fields: dict) -> PublicSetting:
+    view = object.__new__(PublicSetting)
+    for name, value in fields.items():
+        object.__setattr__(view, name, value)
+    return view
+
+
+def public_view(setting):
+    """What a policy is handed of ``setting``: its :class:`PublicSetting` (None stays None)."""
+    if setting is None or isinstance(setting, PublicSetting):
+        return setting
+    return setting.public()
 
 
 _FRACTION_OF_T = re.compile(r"([0-9]*\.?[0-9]+)\*?T")

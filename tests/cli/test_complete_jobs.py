@@ -16,18 +16,9 @@ import study
 from study import cli
 from study.results import storage
 from study.results.__main__ import main as results_main
-from study.simulation.named import registered_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = ["--set", "T=40", "--set", "T0=16"]
-
-
-@pytest.fixture
-def clean_registry():
-    before = set(registered_settings())
-    yield
-    for name in set(registered_settings()) - before:
-        study.unregister_setting(name)
 
 
 def test_regret_job_alone_leaves_figures_and_summary_then_refuses_another_configuration(tmp_path):

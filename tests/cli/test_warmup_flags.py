@@ -34,14 +34,16 @@ def test_warmup_reaches_every_cell_of_every_job(job, warmup, tmp_path):
     plans = _plans(job, ["--set", f"warmup={warmup}"], tmp_path)
     assert plans and all(cell.resolve().warmup == warmup for plan in plans for cell in plan.cells)
     if job == "baselines":
-        assert [p.study for p in plans] == [f"baselines_{warmup}", "llm_baselines"]
+        assert [p.study for p in plans] == [f"baselines_{warmup}", f"llm_baselines_{warmup}"]
 
 
 def test_baselines_job_default_studies_and_conflicts(tmp_path, capsys):
     plans = _plans("baselines", [], tmp_path)
-    assert [p.study for p in plans] == ["baselines_random", "baselines_greedy", "llm_baselines"]
+    assert [p.study for p in plans] == ["baselines_random", "baselines_greedy", "llm_baselines_random",
+                                        "llm_baselines_greedy"]
     warmups = {p.study: {c.resolve().warmup for c in p.cells} for p in plans}
-    assert warmups == {"baselines_random": {"random"}, "baselines_greedy": {"greedy"}, "llm_baselines": {"own"}}
+    assert warmups == {"baselines_random": {"random"}, "baselines_greedy": {"greedy"},
+                       "llm_baselines_random": {"random"}, "llm_baselines_greedy": {"greedy"}}
     assert [p.study for p in _plans("baselines", ["--set", "warmup=own"], tmp_path)] == ["baselines", "llm_baselines"]
     with pytest.raises(SystemExit) as exc:  # a study defined by one warm-up refuses another
         cli.main_baselines(["--out", str(tmp_path), "--studies", "baselines_random", "--set", "warmup=greedy"])

@@ -46,6 +46,17 @@ def test_a_winner_only_where_it_wins_under_both_warmups():
     assert holds[0][3].startswith("random: ETA 0.09") and "next TS +0.04" in holds[0][3]
 
 
+def test_a_setting_run_under_one_warmup_only_gets_no_verdict():
+    """The studies of one warm-up are pooled (A and B with the LLM replay); a setting missing under
+    a warm-up (the replay run under 'random' only) gets no verdict, the others theirs."""
+    replay = _frame({"ETA": 0.10, "TS": 0.20, "RB": 0.30}, seed=4).assign(setting="llm")
+    random = V.winners(pd.concat([_frame({"ETA": 0.1, "TS": 0.2, "RB": 0.3}), replay], ignore_index=True))
+    greedy = V.winners(_frame({"ETA": 0.1, "TS": 0.2, "RB": 0.3}, seed=5))
+    lines = {(s, m): v for s, m, v, _ in V.verdicts(V.combine({"random": random, "greedy": greedy}))}
+    assert lines[("A", "R(T)")] == "**ETA** (holds under random and greedy)"
+    assert lines[("llm", "R(T)")] == "stored under random only: no verdict"
+
+
 def test_results_stored_before_the_column_load_with_nulls():
     for name in ("regret", "baselines"):
         if (STORE / name).is_dir():

@@ -69,9 +69,12 @@ def test_baselines_job_end_to_end_reuses_the_regret_cells(ray_session, tmp_path)
 
 
 def test_baselines_job_runs_both_warmups_the_replay_and_writes_the_verdicts(ray_session, tmp_path):
+    """A, B and the LLM replay under both warm-ups (before issue 24 the replay ran under each method's
+    own warm-up only); the verdicts cover the replay by the same rule."""
     out = str(tmp_path)
     assert cli.main_baselines(["--out", out, "--reps", "3", *TINY]) == 0
-    runs = {name: storage.load(out, name) for name in ("baselines_random", "baselines_greedy", "llm_baselines")}
+    names = ("baselines_random", "baselines_greedy", "llm_baselines_random", "llm_baselines_greedy")
+    runs = {name: storage.load(out, name) for name in names}
     for frame in runs.values():
         assert set(frame.method) == set(study.ALL_METHODS) and frame["before_phi"].notna().all()
     random, greedy = runs["baselines_random"], runs["baselines_greedy"]
@@ -83,11 +86,17 @@ def test_baselines_job_runs_both_warmups_the_replay_and_writes_the_verdicts(ray_
     ts = random[random.method == "MaxInP"]
     assert ts["before_phi"].any() and (ts["explored"] == ts["before_phi"]).all()  # random warm-up steps
     assert not greedy[greedy.method == "MaxInP"]["explored"].any()  # greedy ones
+    llm_random, llm_greedy = runs["llm_baselines_random"], runs["llm_baselines_greedy"]
+    pd.testing.assert_frame_equal(llm_random[llm_random.method == "RB"][keep].reset_index(drop=True),
+                                  llm_greedy[llm_greedy.method == "RB"][keep].reset_index(drop=True))
+    assert not llm_greedy[llm_greedy.method == "MaxInP"]["explored"].any()
     text = (tmp_path / "verdicts.md").read_text()
     assert "| A | R(T) |" in text and "Steps spent before Φ" in text and "random: " in text and "greedy: " in text
-    assert "## Pairs" in text and "| RB-UA − RB | A | R(T) |" in text
+    assert "| llm | R(T) |" in text and "| llm | pair R(T) |" in text and "stored under" not in text
+    assert "## Pairs" in text and "| RB-UA − RB | A | R(T) |" in text and "| RB-UA − RB | llm | R(T) |" in text
     figures = {p.name for p in (tmp_path / "figures").glob("*.png")}
-    assert {"baselines_random_A.png", "baselines_greedy_B.png", "llm_baselines_llm.png"} <= figures
+    assert {"baselines_random_A.png", "baselines_greedy_B.png", "llm_baselines_random_llm.png",
+            "llm_baselines_greedy_llm.png"} <= figures
 
 
 def test_one_warmup_with_set(ray_session, tmp_path):
@@ -96,6 +105,6 @@ def test_one_warmup_with_set(ray_session, tmp_path):
                              "--set", "warmup=greedy", *TINY])
     assert rc == 0
     assert {p.name for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(("figures", "_"))} \
-        >= {"baselines_greedy", "llm_baselines"} and not (tmp_path / "baselines_random").exists()
-    llm = storage.read_manifest(out, "llm_baselines")["fingerprint"]["cells"][0]["resolved_setting"]
+        >= {"baselines_greedy", "llm_baselines_greedy"} and not (tmp_path / "baselines_random").exists()
+    llm = storage.read_manifest(out, "llm_baselines_greedy")["fingerprint"]["cells"][0]["resolved_setting"]
     assert llm["warmup"] == "greedy"

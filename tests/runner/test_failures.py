@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -48,6 +49,57 @@ def test_a_hung_policy_under_a_time_limit_is_recorded_as_failed(ray_session, tmp
     # the limit is a setting, given on the command line like any other
     with pytest.raises(SystemExit):
         cli.main("regret", ["--out", str(tmp_path / "x"), "--set", "time_limit=-1", "--no-progress"])
+
+
+def test_a_policy_that_swallows_the_timeout_is_stopped_hard(ray_session, tmp_path, attempts):
+    """The issue: a policy retrying in a loop that swallows exceptions (``except Exception:``) hung
+    the run under time_limit (1 of 6 replications stored after 90 s, no failure recorded).  Now its
+    replication's process is ended, the replication is recorded as failed with ReplicationTimeout,
+    and the other replications of the same task are stored."""
+    plan = runner.make_plan("regret", settings=["A"], methods=["RB", "rogue_policies:SwallowsTimeouts",
+                                                               "rogue_policies:CatchesTimeoutOnce"],
+                            reps=3, overrides={**TINY, "time_limit": 1})
+    start = time.monotonic()
+    report = run(plan, tmp_path, batch_size=3)
+    assert time.monotonic() - start < 90
+    assert report.computed == 3 and report.failed == 6  # RB's three stored
+    failures = storage.load(tmp_path, "regret", "failures")
+    assert all(f.startswith("ReplicationTimeout: ") and "time limit of 1 s" in f for f in failures["error"])
+    swallowed = failures[failures["method"] == "rogue_policies:SwallowsTimeouts"]["error"]
+    assert len(swallowed) == 3 and all("its process was ended" in e for e in swallowed)
+    caught = failures[failures["method"] == "rogue_policies:CatchesTimeoutOnce"]["error"]
+    assert len(caught) == 3 and all("its result is not stored" in e for e in caught)
+    assert set(storage.load(tmp_path, "regret")["method"]) == {"RB"}
+
+
+def test_run_batch_stops_a_swallowing_policy_outside_ray_too():
+    """The hard stop needs neither Ray nor the main thread (the task's replications run in a process
+    of their own); the replications of the task after a stopped one are computed in a new process,
+    and they are the replications a run without a time limit stores."""
+    from study.runner.plan import make_plan
+    from study.runner.worker import run_batch
+    from study.simulation.environment import BTLEnvironment
+
+    plan = make_plan("regret", settings=["A"], methods=["rogue_policies:SwallowsSometimes"], reps=6,
+                     overrides={**TINY, "time_limit": 1})
+    (cell,) = plan.cells
+    reps_seeds = [(rep, 100 + rep) for rep in range(6)]
+    hangs = {rep for rep, seed in reps_seeds if BTLEnvironment(cell.resolve(), seed).contexts[0][0] > 1.0}
+    assert 0 < len(hangs) < 6
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(run_batch("regret", cell, reps_seeds)))
+    start = time.monotonic()
+    worker.start()
+    worker.join(90)
+    assert not worker.is_alive() and time.monotonic() - start < 60
+    assert {f["rep"] for f in result["failures"]} == hangs
+    assert all(f["error"].startswith("ReplicationTimeout") for f in result["failures"])
+    stored = result["trajectory"].to_pandas()
+    assert set(stored["rep"]) == set(range(6)) - hangs
+    unlimited = make_plan("regret", settings=["A"], methods=["RB"], reps=6, overrides=TINY).cells[0]
+    plain = run_batch("regret", unlimited, [rs for rs in reps_seeds if rs[0] not in hangs])["trajectory"].to_pandas()
+    for column in ("major", "other", "regret", "rel_error"):  # SwallowsSometimes is RB where it does not hang
+        assert stored[column].tolist() == plain[column].tolist()
 
 
 def test_a_crashing_policy_is_reported_and_not_retried(ray_session, tmp_path, attempts):

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import types
 
+import numpy as np
 import pytest
 
 import study
@@ -153,3 +154,104 @@ def test_exec_d_class_in_a_module_with_a_file_is_not_hashed_by_that_file(monkeyp
          namespace)
     with pytest.raises(ValueError, match="cannot be hashed"):
         study.policy_provenance("generated", namespace["Generated"])
+
+
+# --- issue 24: provenance covers what a policy reads ------------------------------------------------
+
+def make_factory(n):
+    """A factory parametrised by what it closes over (the issue: make_factory(10) and (20) kept one hash)."""
+    def factory(setting):
+        return study.policies.make_policy("RB" if n < 15 else "ETA", setting)
+    return factory
+
+
+def nested_factory(scale):
+    weight = (lambda x: x * scale)  # a closure inside the closure
+    def factory(setting):
+        return study.policies.make_policy("RB" if weight(1) < 2 else "ETA", setting)
+    return factory
+
+
+def _record(name, factory):
+    study.register_policy(name, factory, replace=True)
+    try:
+        return study.policy_provenance(name)
+    finally:
+        unregister_policy(name)
+
+
+def test_the_values_a_factory_closes_over_join_its_hash():
+    ten, twenty = _record("closured", make_factory(10)), _record("closured", make_factory(20))
+    assert ten["source_sha256"] == twenty["source_sha256"]  # the same code ...
+    assert ten["state_sha256"] != twenty["state_sha256"] and set(ten["state"]) == {"closure 'n'"}  # ... other values
+    assert _record("closured", make_factory(10)) == ten
+    assert _record("nested", nested_factory(1.0))["state_sha256"] != _record("nested", nested_factory(3.0))["state_sha256"]
+    arrays = [_record("arr", functools.partial(tempered, temperature=np.full(3, v)))["state_sha256"] for v in (1.0, 2.0)]
+    assert arrays[0] != arrays[1]
+
+
+def test_the_m_sweep_does_not_reuse_rows_of_a_policy_whose_parameters_changed(ray_session, tmp_path):
+    """The issue's case: the regret study ran make_factory(10), the M-sweep make_factory(20) under
+    the same name; the sweep reused the regret study's rows."""
+    out = tmp_path / "out"
+    run = functools.partial(runner.run_study, out=out, progress=False, log=lambda m: None)  # real replications
+    kwargs = dict(settings=["A"], methods=["RB", "closured"], reps=2, overrides=TINY)
+    try:
+        study.register_policy("closured", make_factory(10), replace=True)
+        assert run(runner.make_plan("regret", **kwargs)).ok
+        assert run(runner.make_plan("msweep", m_values=[20], **kwargs)).reused == 4  # same parameters: both cells
+        study.register_policy("closured", make_factory(20), replace=True)
+        report = run(runner.make_plan("msweep", m_values=[20], **kwargs), fresh=True)
+        assert report.reused == 2 and report.computed == 2  # RB's copied, the changed policy's computed
+        with pytest.raises(runner.ConfigMismatch, match=r"closured.*parameters.*closure 'n'"):
+            run(runner.make_plan("regret", **{**kwargs, "reps": 3}))
+    finally:
+        unregister_policy("closured")
+
+
+def test_resume_refuses_a_changed_data_file_of_the_policys_package(ray_session, tmp_path, user_code):
+    """The issue's case: the policy's behaviour comes from params.json in its package."""
+    (user_code / "mypolicies" / "params.json").write_text('{"temperature": 1.0}')
+    method = "mypolicies.policy:Greedy"
+    out = tmp_path / "out"
+    plan = runner.make_plan("regret", settings=["A"], methods=[method], reps=2, overrides=TINY)
+    assert "mypolicies/params.json" in plan.fingerprint()["policies"][method]["files"]
+    assert runner.run_study(plan, out, replicate=fake_replicate, progress=False, log=lambda m: None).ok
+    (user_code / "mypolicies" / "params.json").write_text('{"temperature": 2.0}')
+    again = runner.make_plan("regret", settings=["A"], methods=[method], reps=3, overrides=TINY)
+    with pytest.raises(runner.ConfigMismatch, match=r"changed: mypolicies/params\.json"):
+        runner.run_study(again, out, replicate=fake_replicate, progress=False, log=lambda m: None)
+
+
+def test_a_helper_imported_by_a_literal_dynamic_import_is_hashed(user_code):
+    (user_code / "dyn_policy.py").write_text(POLICY.replace("from {helpers} import score\n", "").format() .replace(
+        "class Greedy:", "import importlib\nscore = importlib.import_module('dyn_helpers').score\n\n\nclass Greedy:"))
+    (user_code / "dyn_helpers.py").write_text("def score(step):\n    return step.theta @ step.x\n")
+    before = study.policy_provenance("dyn_policy:Greedy")
+    assert "dyn_helpers.py" in before["files"]
+    edit_helper(user_code / "dyn_helpers.py")
+    assert study.policy_provenance("dyn_policy:Greedy")["source_sha256"] != before["source_sha256"]
+
+
+def test_declared_inputs_join_the_hash_and_a_change_is_named(user_code, tmp_path, monkeypatch):
+    weights = tmp_path / "weights.txt"
+    weights.write_text("1 2 3")
+    (user_code / "declared.py").write_text(POLICY.format(helpers="toplevel_helpers") + textwrap.dedent(f'''
+        Greedy.policy_inputs = ({str(weights)!r}, "$DECLARED_TEMPERATURE", "absent.csv")
+    '''))
+    monkeypatch.setenv("DECLARED_TEMPERATURE", "0.4321987")
+
+    def fingerprint():
+        return runner.make_plan("regret", settings=["A"], methods=["declared:Greedy"], reps=1,
+                                overrides=TINY).fingerprint()
+
+    first = fingerprint()
+    inputs = first["policies"]["declared:Greedy"]["inputs"]
+    assert set(inputs) == {str(weights), "$DECLARED_TEMPERATURE", "absent.csv"} and inputs["absent.csv"] == "<missing>"
+    assert "0.4321987" not in str(first)  # an environment variable's value is hashed, never stored
+    monkeypatch.setenv("DECLARED_TEMPERATURE", "0.7")
+    assert "declared inputs (policy_inputs) changed (changed: $DECLARED_TEMPERATURE)" in \
+        describe_difference(first, fingerprint())
+    monkeypatch.setenv("DECLARED_TEMPERATURE", "0.4321987")
+    weights.write_text("1 2 4")
+    assert f"changed: {weights}" in describe_difference(first, fingerprint())

@@ -70,3 +70,40 @@ class SysExit(_Rogue):
 
     def misbehave(self, step):
         sys.exit(3)
+
+
+class SwallowsTimeouts(_Rogue):
+    """From step 3, retries for ever in a loop that swallows every exception (the issue: a
+    time_limit's timeout was caught, the run hung, 1 of 6 replications stored after 90 s)."""
+    kind = "swallows"
+
+    def misbehave(self, step):
+        while True:
+            try:
+                time.sleep(0.05)
+            except Exception:  # noqa: BLE001 -- the point: it swallows the timeout too
+                pass
+
+
+class CatchesTimeoutOnce(_Rogue):
+    """Sleeps past the time limit at step 3, catches the timeout and carries on to the end."""
+    kind = "catches"
+
+    def misbehave(self, step):
+        try:
+            time.sleep(60)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class SwallowsSometimes(SwallowsTimeouts):
+    """SwallowsTimeouts in the replications whose first context has a first coordinate above 1,
+    RB in the others: a task then mixes hung and finished replications."""
+    kind = "sometimes"
+
+    def select(self, step):
+        if step.t == 1:
+            self.hangs = bool(step.x[0] > 1.0)
+        if step.t == CRASH_AT and self.hangs:
+            self.misbehave(step)
+        return self.inner.select(step)
