@@ -11,7 +11,8 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 See docs/online.md.
 """
 from .config import Config
-from .ranker import Ranker, Ticket
-from .store import StoreError
+from .ranker import Ranker
+from .store import StoreError, StoreFileError
+from .tickets import Ticket
 
-__all__ = ["Config", "Ranker", "StoreError", "Ticket"]
+__all__ = ["Config", "Ranker", "StoreError", "StoreFileError", "Ticket"]

@@ -75,8 +75,8 @@ def main(argv):
     mode, path = argv[0], Path(argv[1])
     env = environment()
     if mode == "hang-tell":  # inside tell k's transaction, after its rows are inserted
-        from study.online import ranker as module
-        hang_when(module._State, "apply", lambda args: args[1], int(argv[2]))
+        from study.online import state as module
+        hang_when(module.LoopState, "apply", lambda args: args[1], int(argv[2]))
     elif mode == "hang-ask":  # inside ask k's transaction, after the policy chose
         from study.online import ranker as module
         hang_when(module, "_checked", lambda args: args[2], int(argv[2]))
