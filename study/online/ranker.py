@@ -42,7 +42,7 @@ from ..core import _validate as check
 from ..core.sandwich import check_se, robust
 from ..policies import Step, policy_provenance, resolve_policy
 from ..simulation.replication import _checked
-from . import report, stopping
+from . import report, snapshot, stopping
 from .config import Config, bounded_array
 from .state import LoopState, compare_with_stored, one_blas_thread
 from .tickets import Ticket, count, outcome_fields
@@ -197,6 +197,8 @@ class Ranker:
                     raise StoreError(f"{self.path}: refused, checkpoint row: its estimate differs from the estimate "
                                      "row's")
                 compare_with_stored(self.path, state, theta, refitted, stacklevel=4)
+                if checkpoint[1] is not None and not snapshot.current(checkpoint[1]):  # written by other code:
+                    self._write_estimate(conn, state, force_checkpoint=True)  # refitted once, checkpointed anew
             self._state = state
 
     @property

@@ -231,6 +231,14 @@ def read_header(blob: bytes) -> tuple:
     return tree, start + (-start) % 8
 
 
+def current(blob) -> bool:
+    """Was checkpoint ``blob`` written by this code (:func:`fingerprint`)?"""
+    try:
+        return read_header(blob)[0]["fingerprint"] == fingerprint()
+    except SnapshotError:
+        return False
+
+
 def restore(estimate, blob: bytes):
     """Put the state of checkpoint ``blob`` onto ``estimate`` (which holds the same told rows);
     returns the policy's state stored with it (None if none).  Raises :class:`SnapshotError`

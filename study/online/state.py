@@ -145,13 +145,7 @@ class LoopState:
 
     def usable(self, blob) -> bool:
         """Can checkpoint ``blob`` be restored here (written by this code, for a restorable policy)?"""
-        if blob is None or not restorable(self.policy):
-            return False
-        try:
-            tree, _ = snapshot.read_header(blob)
-        except snapshot.SnapshotError:
-            return False
-        return tree["fingerprint"] == snapshot.fingerprint()
+        return blob is not None and restorable(self.policy) and snapshot.current(blob)
 
     def restore(self, path, ledger, seq: int, blob: bytes) -> None:
         """The state after tell ``seq`` from its checkpoint (the rows up to it appended first)."""

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core import _validate as check
 from .config import Config
+from .snapshot import SnapshotError, read_header
 from .store import FORMAT, FORMAT_1, META_KEYS, SCHEMAS, StoreError, checkpoint_stride, unpack
 
 STATUS = ("open", "told", "expired")
@@ -319,6 +320,10 @@ def read_checkpoint(conn, path, told: int):
     if seq_type != "integer" or state_type != "blob" or not 1 <= seq <= told:
         raise refuse(path, "checkpoint row", f"seq = {seq!r} is not one of the {told} tells, or its state is not a "
                                              "BLOB")
+    try:
+        read_header(state)
+    except SnapshotError as exc:
+        raise refuse(path, "checkpoint row", str(exc)) from None
     if told - seq >= checkpoint_stride(len(state)):
         raise refuse(path, "checkpoint row", f"it is of tell {seq} of {told}: older than a checkpoint of "
                                              f"{len(state)} bytes may be ({checkpoint_stride(len(state))} tells)")
@@ -344,18 +349,23 @@ def open_store(conn, path, *, quick_check: bool = True):
     if not objects:
         return None
     fmt, meta, config = read_meta(conn, path, objects)
-    if quick_check:
-        problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
-        if problems != ["ok"]:
-            raise StoreError(f"{path}: the SQLite file is damaged: {'; '.join(map(str, problems))[:300]}")
     ledger = Ledger(path, config)
     status = ledger.read_asks(conn)
     ledger.read_tells(conn)
     ledger.check_statuses(status)
     theta = read_estimate(conn, path, config, ledger.n_tells)
     checkpoint = read_checkpoint(conn, path, ledger.n_tells) if fmt == FORMAT else (0, None)
+    if quick_check:  # after the rows, whose checks name the row (SQLite's names the table)
+        check_integrity(conn, path, "quick_check")
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
     return Opened(fmt, meta, config, ledger, theta, checkpoint, version)
+
+
+def check_integrity(conn, path, pragma: str = "integrity_check") -> None:
+    """SQLite's own check of the file (pages, indexes, constraints)."""
+    problems = [row[0] for row in conn.execute(f"PRAGMA {pragma}(5)")]
+    if problems != ["ok"]:
+        raise StoreError(f"{path}: the SQLite file is damaged: {'; '.join(map(str, problems))[:300]}")
 
 
 def recheck_schema(conn, path, opened: Opened) -> None:
