@@ -123,6 +123,9 @@ class Ranker:
         self.readonly = bool(readonly)
         self._state = None
         self._factory = None
+        self._seen = None  # PRAGMA data_version at the last look: unchanged, no other process committed since
+        self._checkpoint = (0, 0)  # (seq, bytes) of the stored checkpoint
+        self._after_commit: list = []  # what the ledger learns from this process's transaction once it commits
         if readonly and any(v is not None for v in given.values()):
             raise ValueError("a read-only ranker takes no creation arguments")
         fresh = None
@@ -155,6 +158,13 @@ class Ranker:
 
     def _open(self, given, fresh, opened) -> None:
         """Create the store, or bring the verified one's state up (upgrading a format-1 store)."""
+        self._after_commit.clear()
+        self._open_in(given, fresh, opened)
+        for learn in self._after_commit:
+            learn()
+        self._after_commit.clear()
+
+    def _open_in(self, given, fresh, opened) -> None:
         with one_blas_thread(), self._store.write() as conn:
             if opened is None:
                 opened = open_store(conn, self.path)  # perhaps created by another process meanwhile
@@ -208,9 +218,15 @@ class Ranker:
 
     # --- the loop's state ----------------------------------------------------------------------
     def _refresh(self, conn) -> Ledger:
-        """The verified ledger, with whatever was added since the last transaction."""
-        recheck_schema(conn, self.path, self._opened)
-        self._opened.ledger.read(conn)
+        """The verified ledger, with whatever other processes added since the last transaction
+        (nothing to read when ``PRAGMA data_version`` says nobody else committed)."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._seen:
+            recheck_schema(conn, self.path, self._opened)
+            self._opened.ledger.read(conn)
+            if self._opened.format == FORMAT:
+                self._checkpoint = Store.checkpoint_info(conn)
+            self._seen = version
         return self._opened.ledger
 
     def _synced(self, conn) -> LoopState:
@@ -224,7 +240,7 @@ class Ranker:
                 state.append(ledger, ledger.n_tells)
                 state.show(read_estimate(conn, self.path, self.config, ledger.n_tells))
         elif ledger.n_tells > state.applied:
-            seq, size = Store.checkpoint_info(conn)
+            seq = self._checkpoint[0]
             blob = conn.execute("SELECT state FROM checkpoint WHERE id = 1").fetchone()[0] \
                 if seq > state.applied else None
             state.catch_up(self.path, ledger, (seq, blob))
@@ -246,24 +262,31 @@ class Ranker:
     def _guarded(self, operation):
         """Run ``operation(conn, state)`` in one write transaction; a failure after the state began
         to change forgets it (it is rebuilt from the store next time), so that memory never runs
-        ahead of the file."""
+        ahead of the file.  What the operation wrote joins the ledger once committed."""
         self._writable()
+        self._after_commit.clear()
         try:
             with one_blas_thread(), self._store.write() as conn:
                 result = operation(conn, self._synced(conn))
         except BaseException:
+            self._after_commit.clear()
             if self._state is not None and not self._state.clean:
                 self._state = None
             raise
+        for learn in self._after_commit:
+            learn()
+        self._after_commit.clear()
         self._state.clean = True
         return result
 
     def _write_estimate(self, conn, state: LoopState, force_checkpoint: bool = False) -> None:
         """The estimate row, and the checkpoint when due (:func:`study.online.store.checkpoint_stride`)."""
         conn.execute("INSERT OR REPLACE INTO estimate (id, seq, theta) VALUES (1, ?, ?)", state.estimate_row())
-        seq, size = Store.checkpoint_info(conn)
+        seq, size = self._checkpoint
         if force_checkpoint or state.applied - seq >= checkpoint_stride(size):
-            conn.execute("INSERT OR REPLACE INTO checkpoint (id, seq, state) VALUES (1, ?, ?)", state.checkpoint_row())
+            row = state.checkpoint_row()
+            conn.execute("INSERT OR REPLACE INTO checkpoint (id, seq, state) VALUES (1, ?, ?)", row)
+            self._after_commit.append(lambda: setattr(self, "_checkpoint", (row[0], len(row[1]))))
 
     # --- ask and tell --------------------------------------------------------------------------
     def ask(self, x) -> Ticket:
@@ -290,6 +313,8 @@ class Ranker:
                          (t, pack(x), major, other, int(explored), state.applied,
                           json.dumps(state.rng.bit_generator.state), now))
             state.rng_ask = t
+            told_before = state.applied
+            self._after_commit.append(lambda: self._opened.ledger.add_ask(t, x, major, other, explored, told_before))
             return self._ticket(t, x, major, other, explored, state.applied, now)
 
         return self._guarded(operation)
@@ -362,6 +387,7 @@ class Ranker:
                 a = ask_id - 1
                 state.apply(seq, ask_id, ledger.X[a], int(ledger.major[a]), int(ledger.other[a]),
                             bool(ledger.explored[a]), wins, ties, m)
+                self._after_commit.append(lambda row=(seq, ask_id, wins, ties, m): ledger.add_tell(*row))
             self._write_estimate(conn, state)
 
         self._guarded(operation)

@@ -262,6 +262,22 @@ class Ledger:
         self.n_tells = k1
         return len(rows)
 
+    def add_ask(self, ask_id, x, major, other, explored, told_before) -> None:
+        """An ask this process wrote (and committed): known valid, kept without reading it back."""
+        k = ask_id - 1
+        assert k == self.n_asks, (ask_id, self.n_asks)
+        self.X[k], self.major[k], self.other[k], self.explored[k], self.told_before[k] = (x, major, other, explored,
+                                                                                          told_before)
+        self.n_asks = ask_id
+
+    def add_tell(self, seq, ask_id, wins, ties, m) -> None:
+        """A tell this process wrote (and committed)."""
+        k = seq - 1
+        assert k == self.n_tells, (seq, self.n_tells)
+        self.tell_ask[k], self.wins[k], self.ties[k], self.m[k] = ask_id, wins, ties, m
+        self.told_at[ask_id] = seq
+        self.n_tells = seq
+
     def read(self, conn) -> None:
         """Everything added since the last read (asks, then tells), verified."""
         self.read_asks(conn)
