@@ -1,7 +1,7 @@
 """Benchmark (not a test): the online ranker at volume -- CPU per ask + tell as the history grows,
 and what reopening a store costs -- each against a reference in the same run.
 
-    python -m benchmarks.online --items 5 --tells 1000 20000 --horizon 20000     # issue 25's "done when"
+    python -m benchmarks.online --items 5 --tells 1000 20000 --horizon 20000     # the targets: 20,000 tells
     python -m benchmarks.online --items 5 50 --tells 1000 10000 100000           # the table of docs/benchmarks.md
 
 One ranker per number of items (d = 10, RB, M = 1, T = ``--horizon`` or the largest mark plus a
@@ -18,7 +18,7 @@ mark:
   read-only open plus ``ranking()``, and ``python -m study.online show FILE --no-png`` in a new
   process (wall, interpreter start-up and imports included) -- against the time the tells took
   (CPU of the whole loop so far), and, with ``--replay-reference`` (at marks up to 20,000), against
-  a reopening that refits the whole history (the code before issue 25 did that).
+  a reopening that refits the whole history (as the code before checkpoints did).
 
 The store lives in ``--out`` (default: a temporary directory); ``--out`` also gets
 ``online.csv``.  Run from the repository's root (the benchmarks are not installed).

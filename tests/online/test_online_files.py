@@ -4,7 +4,6 @@ limit, and a real tmpfs filled up where a mount namespace can be made), a file t
 
 Permission bits do not stop root: run as root (as on CI), the read-only cases run in a child
 process in a private mount namespace where the file or directory is bind-mounted read-only."""
-import hashlib
 import json
 import os
 import shutil
@@ -24,16 +23,8 @@ CHILD = SUPPORT / "online_files_child.py"
 NOBODY = 65534
 
 
-def sha(path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def dump(path) -> list:
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
+sys.path.insert(0, str(SUPPORT))
+from online_child import dump, sha256 as sha  # noqa: E402  (tests/support)
 
 
 def make_store(path, tells=5):

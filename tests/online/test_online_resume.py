@@ -3,7 +3,6 @@ checkpoint (refitting at most the few tells after it) and continues bit for bit 
 refitted the whole history, and as an uninterrupted one; read-only opens and ``show`` never fit;
 a policy with a state of its own is restored from ``state_dict`` or rebuilt by refitting; a store
 of the previous format (written by the code of commit 549859d) is verified, then upgraded once."""
-import hashlib
 import shutil
 import sqlite3
 import subprocess
@@ -175,8 +174,7 @@ def sum_losses(tickets):
     return losses
 
 
-def sha(path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+sha = online_child.sha256
 
 
 def test_a_store_of_the_previous_format_is_verified_then_upgraded_once(tmp_path, fits):

@@ -27,13 +27,7 @@ def child(*args):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def dump(path) -> list:
-    """Every row of every table (the store's content, independent of its pages)."""
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
+dump = online_child.dump
 
 
 @pytest.fixture(scope="module")

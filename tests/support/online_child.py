@@ -38,6 +38,24 @@ def create(path, method="RB", T=SETTING.T):
                   seed=env.policy_seed)
 
 
+def dump(path) -> list:
+    """Every row of every table of a store (its content, independent of its pages), read-only."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def sha256(path) -> str:
+    """The SHA-256 of a file's bytes (a store left as it was has the same)."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def judge(env, ticket) -> int:
     return env.compare(ticket.id, ticket.major, ticket.other)
 
