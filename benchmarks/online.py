@@ -16,7 +16,8 @@ mark:
   first mark, and the estimator's own share;
 * **reopening**: a fresh ``Ranker(path)`` plus ``ranking()`` (CPU and wall, in this process), a
   read-only open plus ``ranking()``, and ``python -m study.online show FILE --no-png`` in a new
-  process (wall, interpreter start-up and imports included) -- against the time the tells took
+  process (wall; the start-up of ``python -m study.online --help``, interpreter and imports, is
+  given beside it) -- against the time the tells took
   (CPU of the whole loop so far), and, with ``--replay-reference`` (at marks up to 20,000), against
   a reopening that refits the whole history (as the code before checkpoints did).
 
@@ -89,6 +90,9 @@ def reopen_costs(path, replay_reference: bool) -> dict:
     shown = subprocess.run([sys.executable, "-m", "study.online", "show", str(path), "--no-png"],
                            capture_output=True, text=True)
     out["show_wall"] = time.perf_counter() - w if shown.returncode == 0 else float("nan")
+    w = time.perf_counter()  # the reference: the interpreter's start-up and the package's imports alone
+    subprocess.run([sys.executable, "-m", "study.online", "--help"], capture_output=True)
+    out["startup_wall"] = time.perf_counter() - w
     out["replay_cpu"] = out["replay_wall"] = float("nan")
     if replay_reference:
         real = snapshot.fingerprint
@@ -143,14 +147,14 @@ def run(n: int, marks, horizon: int, window: int, folder: Path, replay_reference
 
 
 HEADER = ("items   tells  CPU ms/ask+tell (vs first)  estimator  rest  | reopen+ranking s  (% of telling)  "
-          "read-only s  show s  refit-all s  load")
+          "read-only s  show s (start-up)  refit-all s  load")
 
 
 def line(row, first) -> str:
     return (f"{row['items']:5d} {row['tells']:7d}  {row['cpu_ms']:8.2f} ({row['cpu_ms'] / first['cpu_ms']:5.2f}x)"
             f"          {row['estimator_cpu_ms']:7.2f}  {row['rest_cpu_ms']:5.2f} | {row['reopen_wall']:7.3f}"
             f"           ({100 * row['reopen_cpu'] / row['loop_cpu']:5.2f}%)      {row['readonly_wall']:7.3f}"
-            f"  {row['show_wall']:6.2f}  {row['replay_wall']:9.2f}  {row['load']:4.1f}")
+            f"  {row['show_wall']:6.2f} ({row['startup_wall']:4.2f})  {row['replay_wall']:9.2f}  {row['load']:4.1f}")
 
 
 def main(argv=None) -> int:

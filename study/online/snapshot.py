@@ -259,6 +259,16 @@ def restore(estimate, blob: bytes):
     if not isinstance(theta, np.ndarray) or theta.shape != estimate.theta.shape or theta.dtype != np.float64 \
             or not np.isfinite(theta).all():
         raise SnapshotError(f"its theta is not a finite {estimate.theta.shape} float array")
+    multipliers = values.get("multipliers")
+    if multipliers is not None and (not isinstance(multipliers, np.ndarray) or multipliers.shape != (len(theta),)
+                                    or not (multipliers >= 0.0).all()):
+        raise SnapshotError("its ball multipliers are not None or n non-negative numbers")
+    for owner, restored in ((estimate, values), (estimate.data, data_values)):
+        for name, value in restored.items():  # what a fresh estimator sets, of the same kind
+            fresh = getattr(owner, name, None)
+            if fresh is not None and value is not None and not isinstance(value, type(fresh)) \
+                    and not (isinstance(fresh, (int, float)) and isinstance(value, (int, float, np.number))):
+                raise SnapshotError(f"its {name} is a {type(value).__name__}, not a {type(fresh).__name__}")
     for name, value in values.items():
         setattr(estimate, name, value)
     estimate.debiased = None

@@ -193,3 +193,30 @@ def test_the_row_checks_catch_a_duplicated_tell_where_no_index_forbids_it(valid,
     ledger.read_asks(conn)
     with pytest.raises(StoreError, match=r"tells row 13: ticket \d+ is told a second time \(first as seq 5\)"):
         ledger.read_tells(conn)
+
+
+def test_a_checkpoint_that_decodes_but_lies_is_refused_where_it_would_be_used(valid, tmp_path):
+    """A crafted checkpoint with this code's fingerprint: the writable open (which would restore
+    it) and verify refuse it; read-only opens never use it.  ``verify --replay`` would prove any
+    other difference (test_the_valid_store_passes...)."""
+    from study.online import snapshot
+
+    with Ranker(valid, readonly=True) as reader:
+        estimate = reader._read().estimate
+    theta = estimate.theta
+    for k, (change, message) in enumerate([(lambda e: setattr(e, "multipliers", np.array([-1.0])), "its ball multipliers"),
+                            (lambda e: setattr(e, "identified", "yes"), "its identified is a str"),
+                            (lambda e: setattr(e, "theta", theta + 1.0), "its estimate differs from the estimate row")]):
+        change(estimate)
+        blob = snapshot.capture(estimate)
+        estimate.theta, estimate.multipliers, estimate.identified = theta, None, False
+        path = crafted(valid, tmp_path, lambda c, b=blob: c.execute("UPDATE checkpoint SET state = ?", (b,)),
+                       name=f"lies{k}.sqlite")
+        before = fingerprint(path)
+        with pytest.raises(StoreError, match=f"checkpoint row: {message}"):
+            Ranker(path)
+        with pytest.raises(StoreError, match=f"checkpoint row: {message}"):
+            verify_store(path)
+        with Ranker(path, readonly=True) as reader:
+            assert reader.n_told == 12
+        assert fingerprint(path) == before
