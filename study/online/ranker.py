@@ -222,7 +222,8 @@ class Ranker:
         (nothing to read when ``PRAGMA data_version`` says nobody else committed)."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._seen:
-            recheck_schema(conn, self.path, self._opened)
+            if recheck_schema(conn, self.path, self._opened):  # upgraded by another process: verified anew
+                self._opened, self._state = open_store(conn, self.path), None
             self._opened.ledger.read(conn)
             if self._opened.format == FORMAT:
                 self._checkpoint = Store.checkpoint_info(conn)
@@ -388,6 +389,7 @@ class Ranker:
                 state.apply(seq, ask_id, ledger.X[a], int(ledger.major[a]), int(ledger.other[a]),
                             bool(ledger.explored[a]), wins, ties, m)
                 self._after_commit.append(lambda row=(seq, ask_id, wins, ties, m): ledger.add_tell(*row))
+            state.clean = False  # ahead of the file until the commit
             self._write_estimate(conn, state)
 
         self._guarded(operation)

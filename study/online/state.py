@@ -93,7 +93,8 @@ class LoopState:
         self.rng_ask = 0  # the ask after which self.rng's state is (None: unknown, reload)
         self.rows = Rows(T, d)
         self.applied = 0
-        self.clean = True  # False while a row is half applied (then the state must be rebuilt)
+        self.clean = True  # False while a row is half applied, or applied and not yet committed (then, on a
+        # failure, the state is rebuilt from the store)
 
     # --- following the told rows ----------------------------------------------------------------
     def append(self, ledger, upto: int) -> None:
@@ -125,6 +126,7 @@ class LoopState:
         self.debiased.invalidate()
         self.rows.append(major, other, x, score, ties, m)
         self.applied = seq
+        self.clean = True
 
     def show(self, theta) -> None:
         """A read-only view's estimate: the stored one (no fit)."""

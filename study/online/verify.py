@@ -384,11 +384,16 @@ def check_integrity(conn, path, pragma: str = "integrity_check") -> None:
         raise StoreError(f"{path}: the SQLite file is damaged: {'; '.join(map(str, problems))[:300]}")
 
 
-def recheck_schema(conn, path, opened: Opened) -> None:
-    """Between transactions: if the schema changed since it was verified, verify it again."""
+def recheck_schema(conn, path, opened: Opened) -> bool:
+    """Between transactions: if the schema changed since it was verified, verify it again.  True
+    when another process upgraded the store from format 1 (the caller verifies it anew)."""
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
-    if version != opened.schema_version:
-        fmt, meta, _ = read_meta(conn, path, stored_objects(conn))
-        if fmt != opened.format or meta.get("store_id") != opened.store_id:
-            raise StoreError(f"{path}: the store was replaced or changed format while open ({fmt})")
-        opened.schema_version = version
+    if version == opened.schema_version:
+        return False
+    fmt, meta, config = read_meta(conn, path, stored_objects(conn))
+    if (fmt, opened.format) == (FORMAT, FORMAT_1) and config == opened.config:
+        return True
+    if fmt != opened.format or meta.get("store_id") != opened.store_id or config != opened.config:
+        raise StoreError(f"{path}: the store was replaced while open (format {fmt}, store id {meta.get('store_id')})")
+    opened.schema_version = version
+    return False

@@ -190,10 +190,14 @@ def test_a_store_of_the_previous_format_is_verified_then_upgraded_once(tmp_path,
                            text=True, timeout=120)
     assert shown.returncode == 0 and "study.online/1" in shown.stdout and "upgrades it" in shown.stdout
     assert sha(path) == before
+    reader = Ranker(path, readonly=True)  # open across the upgrade
+    assert reader.n_told == 30
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the refitted estimate equals the stored one
         ranker = Ranker(path)
     assert fits["n"] == 30  # the one refit of the history, in the upgrading transaction
+    assert reader.n_told == 30 and reader.store_id == ranker.store_id and fits["n"] == 30  # verified anew
+    reader.close()
     with sqlite3.connect(path) as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta"))
         assert meta["format"] == "study.online/2" and len(meta["store_id"]) == 32
