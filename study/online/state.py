@@ -193,10 +193,11 @@ class LoopState:
 
 
 def compare_with_stored(path, state: LoopState, theta, refitted: int, stacklevel: int) -> None:
-    """Warn when refitted rows end at another estimate than the stored one (the core changed
-    since they were written): the ranker continues with its own."""
+    """Warn when refitted rows end at another estimate than the stored one (other code or another
+    BLAS kernel wrote them: rounding): the ranker continues with its own."""
     if theta is None or refitted == 0 or np.array_equal(theta, state.estimate.theta):
         return
-    warnings.warn(f"{path}: refitting the last {refitted} tells gave an estimate {np.abs(theta - state.estimate.theta).max():.3g} "
-                  "away from the stored one (the core changed since they were written); continuing with the refitted one",
-                  RuntimeWarning, stacklevel=stacklevel)
+    gap = float(np.abs(theta - state.estimate.theta).max())
+    warnings.warn(f"{path}: refitting the last {refitted} tells gave an estimate {gap:.3g} away from the stored one "
+                  "(the core, or the BLAS kernel, differs from the one that wrote them); continuing with the refitted "
+                  "one", RuntimeWarning, stacklevel=stacklevel)

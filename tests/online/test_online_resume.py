@@ -192,9 +192,12 @@ def test_a_store_of_the_previous_format_is_verified_then_upgraded_once(tmp_path,
     assert sha(path) == before
     reader = Ranker(path, readonly=True)  # open across the upgrade
     assert reader.n_told == 30
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the refitted estimate equals the stored one
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         ranker = Ranker(path)
+    for warning in caught:  # the stored estimate, computed on another machine, may differ in its last bits
+        gap = float(str(warning.message).split("gave an estimate ")[1].split()[0])
+        assert "BLAS kernel" in str(warning.message) and gap < 1e-12, warning.message
     assert fits["n"] == 30  # the one refit of the history, in the upgrading transaction
     assert reader.n_told == 30 and reader.store_id == ranker.store_id and fits["n"] == 30  # verified anew
     reader.close()
