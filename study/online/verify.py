@@ -140,17 +140,30 @@ class Ledger:
         self.adjacency = np.zeros((n, n), dtype=bool)
         edges = config.edges_array()
         self.adjacency[edges[:, 0], edges[:, 1]] = self.adjacency[edges[:, 1], edges[:, 0]] = True
-        self.X = np.zeros((T, d))
-        self.major = np.zeros(T, dtype=np.int64)
-        self.other = np.zeros(T, dtype=np.int64)
-        self.explored = np.zeros(T, dtype=bool)
-        self.told_before = np.zeros(T, dtype=np.int64)
-        self.tell_ask = np.zeros(T, dtype=np.int64)  # ask id of tell k + 1
-        self.wins = np.zeros(T, dtype=np.int64)
-        self.ties = np.zeros(T, dtype=np.int64)
-        self.m = np.zeros(T, dtype=np.int64)
-        self.told_at = np.zeros(T + 1, dtype=np.int64)  # seq that told ask id (0: none)
+        size = min(T, 1024)  # grown as rows come (a horizon of millions costs nothing up front)
+        self.X = np.zeros((size, d))
+        self.major, self.other = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+        self.explored = np.zeros(size, dtype=bool)
+        self.told_before = np.zeros(size, dtype=np.int64)
+        self.tell_ask = np.zeros(size, dtype=np.int64)  # ask id of tell k + 1
+        self.wins, self.ties, self.m = (np.zeros(size, dtype=np.int64) for _ in range(3))
+        self.told_at = np.zeros(size + 1, dtype=np.int64)  # seq that told ask id (0: none)
         self.n_asks = self.n_tells = 0
+
+    def _reserve(self, rows: int) -> None:
+        """Room for ``rows`` asks (and tells): the arrays doubled as needed, up to the horizon."""
+        size = len(self.major)
+        if rows <= size:
+            return
+        size = min(max(rows, 2 * size), self.config.T)
+        for name in ("X", "major", "other", "explored", "told_before", "tell_ask", "wins", "ties", "m"):
+            old = getattr(self, name)
+            new = np.zeros((size,) + old.shape[1:], dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+        told_at = np.zeros(size + 1, dtype=np.int64)
+        told_at[: len(self.told_at)] = self.told_at
+        self.told_at = told_at
 
     # --- asks ----------------------------------------------------------------------------------
     def read_asks(self, conn) -> np.ndarray:
@@ -208,6 +221,7 @@ class Ledger:
         ]
         _first(self.path, "asks", ids, checks)
         k0, k1 = self.n_asks, self.n_asks + len(rows)
+        self._reserve(k1)
         self.X[k0:k1], self.major[k0:k1], self.other[k0:k1] = X, major, other
         self.explored[k0:k1], self.told_before[k0:k1] = explored.astype(bool), told_before
         self.n_asks = k1
@@ -257,6 +271,7 @@ class Ledger:
         ]
         _first(self.path, "tells", seq, checks)
         k0, k1 = self.n_tells, self.n_tells + len(rows)
+        self._reserve(k1)
         self.tell_ask[k0:k1], self.wins[k0:k1], self.ties[k0:k1], self.m[k0:k1] = ask, wins, ties, m
         self.told_at[ask] = seq
         self.n_tells = k1
@@ -266,6 +281,7 @@ class Ledger:
         """An ask this process wrote (and committed): known valid, kept without reading it back."""
         k = ask_id - 1
         assert k == self.n_asks, (ask_id, self.n_asks)
+        self._reserve(ask_id)
         self.X[k], self.major[k], self.other[k], self.explored[k], self.told_before[k] = (x, major, other, explored,
                                                                                           told_before)
         self.n_asks = ask_id
@@ -274,6 +290,7 @@ class Ledger:
         """A tell this process wrote (and committed)."""
         k = seq - 1
         assert k == self.n_tells, (seq, self.n_tells)
+        self._reserve(seq)
         self.tell_ask[k], self.wins[k], self.ties[k], self.m[k] = ask_id, wins, ties, m
         self.told_at[ask_id] = seq
         self.n_tells = seq
