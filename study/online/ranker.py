@@ -439,6 +439,9 @@ class Ranker:
         """(ask id, (major, other) or None) of a Ticket or an id; refused: a ticket of another store,
         or whose pair is not a pair of this ranker's graph ('unknown pair')."""
         if isinstance(ticket, Ticket):
+            if ticket.store_id is None and self.store_id is not None:
+                raise ValueError(f"ticket {ticket.id} carries no store id (a Ticket rebuilt without its store_id?); "
+                                 f"give its id instead (tell({ticket.id}, ...)) or keep its store_id")
             if ticket.store_id != self.store_id:
                 raise ValueError(f"ticket {ticket.id} was handed out by another store (store id {ticket.store_id}), "
                                  f"not by {self.path} (store id {self.store_id}); tell it to the ranker that asked it")

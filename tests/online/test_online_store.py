@@ -261,6 +261,8 @@ def test_a_ticket_of_another_store_is_refused(tmp_path):
             a.tell_many([(mine, 0), (foreign, 1)])
         with pytest.raises(ValueError, match="handed out by another store"):
             a.expire(foreign)
+        with pytest.raises(ValueError, match="ticket 1 carries no store id"):
+            a.tell(Ticket(**{**vars(mine), "store_id": None}), 1)
         assert dump(tmp_path / "a.sqlite") == before
         a.tell(mine, 1)
         assert a.pending() == [] and [t.store_id for t in b.pending()] == [b.store_id]
