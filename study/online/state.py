@@ -60,6 +60,12 @@ class Rows:
         self.i[k], self.j[k], self.X[k], self.wins[k], self.ties[k], self.m[k] = major, other, x, wins, ties, m
         self.n = k + 1
 
+    def extend(self, major, other, X, wins, ties, m):
+        k, n = self.n, len(major)
+        self.i[k:k + n], self.j[k:k + n], self.X[k:k + n] = major, other, X
+        self.wins[k:k + n], self.ties[k:k + n], self.m[k:k + n] = wins, ties, m
+        self.n = k + n
+
     def arrays(self):
         k = self.n
         return self.i[:k], self.j[:k], self.X[:k], self.wins[:k], self.m[:k], self.ties[:k]
@@ -99,13 +105,18 @@ class LoopState:
     # --- following the told rows ----------------------------------------------------------------
     def append(self, ledger, upto: int) -> None:
         """Rows applied+1..upto join the data, without a fit."""
-        data = self.estimate.data
-        for k in range(self.applied, upto):
-            major, other, x, wins, ties, m = ledger.row(k)
-            score = wins + 0.5 * ties
-            data.append(major, other, x, score, m)
-            self.rows.append(major, other, x, score, ties, m)
-        self.applied = max(self.applied, upto)
+        if upto <= self.applied:
+            return
+        told = slice(self.applied, upto)
+        asked = ledger.tell_ask[told] - 1
+        major, other, X = ledger.major[asked], ledger.other[asked], ledger.X[asked]
+        ties, m = ledger.ties[told], ledger.m[told]
+        score = ledger.wins[told] + 0.5 * ties  # as apply() scores a row (the same IEEE operations)
+        append = self.estimate.data.append
+        for a, b, x, w, c in zip(major.tolist(), other.tolist(), X, score.tolist(), m.tolist()):
+            append(a, b, x, w, c)
+        self.rows.extend(major, other, X, score, ties, m)
+        self.applied = upto
         self.debiased.invalidate()
 
     def fit(self, ledger, upto: int) -> None:
