@@ -1,17 +1,25 @@
 """The online ranker: ask which pair to compare for a prompt, tell the judges' outcome, read the
 ranking with confidence intervals at any moment (the conventions of Optuna's ask-and-tell).
 
-* :mod:`study.online.ranker`  :class:`Ranker` and :class:`Ticket`: the simulations' loop (same
-  policies, estimator schedule, seeds and uniforms), run one ask and one tell at a time.
+* :mod:`study.online.ranker`  :class:`Ranker`: the simulations' loop (same policies, estimator
+  schedule, seeds and uniforms), run one ask and one tell (or batch of tells) at a time.
+* :mod:`study.online.tickets` :class:`Ticket` (it carries its store's id) and outcomes.
+* :mod:`study.online.state`   the loop's state, brought up to date from the store's rows and checkpoint.
+* :mod:`study.online.snapshot` the estimator's whole state as a checkpoint (explicit, not pickle).
 * :mod:`study.online.store`   the SQLite store (one file per ranker, one transaction per tell).
+* :mod:`study.online.verify`  the store verified before it is trusted (schema, meta, every row).
+* :mod:`study.online.audit`   :func:`verify_store`, the whole check of ``python -m study.online verify``.
 * :mod:`study.online.config`  the creation arguments, stored and compared on reopening.
 * :mod:`study.online.report`  CIs, rankings and diagrams, each naming its standard errors.
 * ``python -m study.online show FILE``  counts, the ranking with CIs, the diagram as a PNG.
+* ``python -m study.online verify FILE [--replay]``  is the file a store to trust?
 
 See docs/online.md.
 """
+from .audit import verify_store
 from .config import Config
-from .ranker import Ranker, Ticket
-from .store import StoreError
+from .ranker import Ranker
+from .store import StoreError, StoreFileError
+from .tickets import Ticket
 
-__all__ = ["Config", "Ranker", "StoreError", "Ticket"]
+__all__ = ["Config", "Ranker", "StoreError", "StoreFileError", "Ticket", "verify_store"]

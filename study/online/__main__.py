@@ -1,11 +1,18 @@
-"""``python -m study.online show FILE``: what a ranker's store holds, without changing it.
+"""``python -m study.online show FILE`` and ``python -m study.online verify FILE``: what a
+ranker's store holds, and whether it is one to trust, without changing it.
 
-Prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and ties), the
-current ranking with CIs (``--anytime``: confidence sequences) at the mean told context and the
-stopping rule's verdict (is the top item, or the top ``--top`` k, separated from the rest by the
-confidence sequences?), and draws the ranking diagram over the told contexts as a PNG
-(uncertainty-aware while the CIs exist, the point version before).  Exit status 0, or 2 with a
-one-line message for a missing or foreign file or a bad flag.
+``show`` prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and
+ties), the current ranking with CIs (``--anytime``: confidence sequences) at the mean told context
+and the stopping rule's verdict (is the top item, or the top ``--top`` k, separated from the rest
+by the confidence sequences?), and draws the ranking diagram over the told contexts as a PNG
+(uncertainty-aware while the CIs exist, the point version before).  It reads the stored estimate:
+nothing is refitted.  Exit status 0, or 2 with a one-line message for a missing, foreign or
+invalid file (naming the first offending row), a file-system failure or a bad flag.
+
+``verify`` checks the store whole (:mod:`study.online.audit`; ``--replay``: the history refitted
+and compared bit for bit).  Exit status 0 for a valid store, 1 for an invalid one (one line naming
+the file and the first offending row), 2 when it cannot be checked (no such file, a file-system
+failure).
 """
 from __future__ import annotations
 
@@ -15,8 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .audit import summary_text, verify_store
 from .ranker import Ranker
 from .report import SE_TEXT, show_text
+from .store import StoreError, StoreFileError
 
 MAX_DIAGRAM_ITEMS = 40  # beyond this a diagram is unreadable
 MAX_DIAGRAM_CONTEXTS = 2000  # the first distinct told contexts
@@ -37,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     where = show.add_mutually_exclusive_group()
     where.add_argument("--png", type=Path, help="where to draw the diagram (default: FILE's name + _diagram.png)")
     where.add_argument("--no-png", action="store_true", help="draw no diagram")
+    check = commands.add_parser("verify", help="check the store whole (schema, every row, the checkpoint); "
+                                               "exit 1 if it is not a valid store")
+    check.add_argument("file", type=Path, help="the ranker's SQLite store")
+    check.add_argument("--replay", action="store_true",
+                       help="also refit the whole history and compare the stored estimate and checkpoint bit for bit")
     return parser
 
 
@@ -52,7 +66,7 @@ def show(args) -> int:
         return 2
     try:
         ranker = Ranker(args.file, readonly=True)
-    except ValueError as exc:
+    except (ValueError, StoreFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     with ranker:
@@ -78,9 +92,26 @@ def show(args) -> int:
     return 0
 
 
+def verify(args) -> int:
+    if not args.file.is_file():
+        print(f"error: {args.file}: no such ranker store", file=sys.stderr)
+        return 2
+    try:
+        summary = verify_store(args.file, replay=args.replay)
+    except StoreError as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return 1
+    except StoreFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary_text(summary))
+    print("ok")
+    return 0
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return show(args)
+    return verify(args) if args.command == "verify" else show(args)
 
 
 if __name__ == "__main__":

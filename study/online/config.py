@@ -18,6 +18,7 @@ from ..core import _validate as check
 from ..simulation.graph import check_edges
 from ..simulation.settings import TIE_BREAKS, Setting
 
+MAX_ABS_THETA0 = 1e6  # an initial utility per unit of context; beyond it every win probability is 0 or 1
 DEFAULTS = {"policy": "RB", "T": 10_000, "M": 1, "alpha": 0.25, "gamma": 5.0, "c_lambda": 0.1, "tie_break": "nearest"}
 
 
@@ -58,6 +59,9 @@ class Config:
         n = check.integer("n_items", g["n_items"], low=2)
         d = check.integer("dim", g["dim"], low=1)
         values = {**DEFAULTS, **g}
+        if not isinstance(values["policy"], str):
+            raise ValueError(f"policy must be a method name or an import path 'package.module:Name', got "
+                             f"{values['policy']!r}")
         T = check.integer("T", values["T"], low=1)
         values["T0"] = g.get("T0", default_T0(T))
         seed = g["seed"] if "seed" in g else np.random.SeedSequence()
@@ -70,11 +74,28 @@ class Config:
 
     @classmethod
     def from_json(cls, text: str) -> "Config":
-        raw = json.loads(text)
-        raw["items"] = None if raw["items"] is None else tuple(raw["items"])
-        raw["edges"] = None if raw["edges"] is None else tuple(tuple(e) for e in raw["edges"])
-        raw["theta0"] = tuple(tuple(row) for row in raw["theta0"])
-        return cls(**raw)
+        """The config a store holds, validated as on creation: every field present, no other, each
+        in range, and in the form :meth:`to_json` writes (ValueError naming the field otherwise)."""
+        try:
+            raw = json.loads(text)
+        except (TypeError, ValueError):
+            raise ValueError("the stored arguments are not JSON") from None
+        names = [f.name for f in fields(cls)]
+        if not isinstance(raw, dict):
+            raise ValueError("the stored arguments are not a JSON object")
+        missing, unknown = sorted(set(names) - set(raw)), sorted(set(raw) - set(names))
+        if missing or unknown:
+            raise ValueError("the stored arguments " + "; ".join(
+                ([f"lack {', '.join(missing)}"] if missing else []) + ([f"have unknown {', '.join(unknown)}"] if unknown
+                                                                       else [])))
+        if not isinstance(raw["seed"], dict):
+            raise ValueError(f"the stored seed is not an object: {_short(raw['seed'])}")
+        config = cls.from_arguments(dict(raw))
+        written = json.loads(config.to_json())
+        if written != raw:
+            differences = [name for name in names if written[name] != raw[name]]
+            raise ValueError(f"the stored arguments are not in the form this version writes ({', '.join(differences)})")
+        return config
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -148,7 +169,7 @@ def normal_items(items, n: int):
 
 def normal_seed(seed) -> dict:
     if isinstance(seed, dict):
-        return {"entropy": seed["entropy"], "spawn_key": list(seed["spawn_key"])}
+        return _stored_seed(seed)
     if isinstance(seed, np.random.SeedSequence):
         if seed.pool_size != 4:
             raise ValueError("seed: a SeedSequence with a non-default pool_size cannot be stored")
@@ -160,6 +181,20 @@ def normal_seed(seed) -> dict:
     except ValueError:
         raise ValueError(f"seed must be a non-negative integer or a numpy SeedSequence, got {seed!r}") from None
     return {"entropy": value, "spawn_key": []}
+
+
+def _stored_seed(seed: dict) -> dict:
+    """A seed as stored ({"entropy": int or [ints], "spawn_key": [ints]}), validated."""
+    entropy, key = seed.get("entropy"), seed.get("spawn_key")
+
+    def natural(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if set(seed) != {"entropy", "spawn_key"} or not (
+            natural(entropy) or (isinstance(entropy, list) and entropy and all(natural(e) for e in entropy))) or \
+            not isinstance(key, (list, tuple)) or not all(natural(k) for k in key):
+        raise ValueError(f"seed must be {{'entropy': int >= 0 or [ints], 'spawn_key': [ints]}}, got {_short(seed)}")
+    return {"entropy": entropy, "spawn_key": list(key)}
 
 
 def normal_edges(edges, n: int):
@@ -177,8 +212,22 @@ def normal_edges(edges, n: int):
 
 
 def normal_theta0(theta0, n: int, d: int) -> tuple:
-    arr = check.finite_array("theta0", theta0, ndim=2, shape=(n, d))
+    arr = bounded_array("theta0", theta0, MAX_ABS_THETA0, ndim=2, shape=(n, d))
     return tuple(tuple(float(v) for v in row) for row in arr)
 
 
-__all__ = ["Config", "DEFAULTS", "TIE_BREAKS", "default_T0"]
+def bounded_array(name: str, value, bound: float, **shape) -> np.ndarray:
+    """A finite float array with entries within +-``bound`` (ValueError naming ``name``; a Python
+    integer too large for a float is refused too, not an OverflowError)."""
+    try:
+        array = check.finite_array(name, value, **shape)
+    except OverflowError:
+        raise ValueError(f"{name} holds a number too large for a float; entries must lie within +-{bound:g}") from None
+    largest = float(np.abs(array).max(initial=0.0))
+    if largest > bound:
+        raise ValueError(f"{name} has entries as large as {largest:.3g}; they must lie within +-{bound:g} "
+                         "(rescale them)")
+    return array
+
+
+__all__ = ["Config", "DEFAULTS", "MAX_ABS_THETA0", "TIE_BREAKS", "bounded_array", "default_T0"]

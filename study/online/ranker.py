@@ -14,161 +14,40 @@ Ask t (1-based) is step t of the policy; told outcome k (in the order of the tel
 estimator, refitted with the schedule of step k.  Judges who answer out of order simply shift
 which estimate a later ask sees; the estimate itself depends only on the told rows and their order.
 
-Resuming.  The estimator is rebuilt on opening by replaying the told rows in order (so a
-reopened ranker has bit for bit the estimate of an uninterrupted one; the estimate stored with
-the last tell is compared with it).  The shared uniforms are a function of (seed, ask index); the
-policy's private generator is saved after every ask (its ``bit_generator.state``, in the ask's
-row) and restored before the next one, whoever made it: a policy that draws a varying number of
-variates (Thompson sampling) resumes exactly too.  A policy's optional ``update(step, choice,
-wins)`` is called as each told row is applied (on every process that applies it, so each
-rebuilds the same state), with a step that carries the ask's t, context and uniforms, the estimate
-before the row, and no generator (``rng=None``: draws there could not be replayed).
+Resuming without replay.  A tell stores, in its transaction, the estimate and (when due) a
+checkpoint of the estimator's whole state (:mod:`study.online.snapshot`); reopening verifies the
+store (:mod:`study.online.verify`), appends the told rows to the estimator's data without fitting,
+restores the checkpoint and refits only the few tells after it (:mod:`study.online.state`), so a
+reopened ranker continues bit for bit as an uninterrupted one.  The shared uniforms are a function
+of (seed, ask index); the policy's private generator is saved after every ask (its
+``bit_generator.state``, in the ask's row) and restored before the next one, whoever made it.  A
+policy's optional ``update(step, choice, wins)`` is called as each told row is applied, with a
+step that carries the ask's t, context and uniforms, the estimate before the row, and no generator
+(``rng=None``); its state is checkpointed through ``state_dict()``/``load_state_dict(state)`` (JSON)
+when it has them, else the history is refitted on reopening to rebuild it.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from .._version import __version__
 from ..core import _validate as check
 from ..core.sandwich import check_se, robust
-from ..policies import Choice, Step, make_policy, policy_provenance, resolve_policy
-from ..simulation.estimator import Estimate
-from ..simulation.graph import ComparisonGraph
-from ..simulation.replication import _checked, _SharedDebias
-from ..simulation.seeds import policy_generator
-from . import report, stopping
-from .config import Config
-from .store import TIMEOUT, Store, StoreError, pack, unpack
-
-
-_THREADS: list = []
-
-
-def _one_blas_thread():
-    """BLAS limited to one thread for an operation, as in the simulations' loop: the matrices are small,
-    threads cost more than they gain, and a different thread count may round differently."""
-    if not _THREADS:
-        _THREADS.append(ThreadpoolController())
-    return _THREADS[0].limit(limits=1, user_api="blas")
-
-
-@dataclass(frozen=True)
-class Ticket:
-    """One handed-out pair: compare ``major`` with ``other`` under context ``x``.
-
-    Attributes
-    ----------
-    id : int
-        The ask index t (1-based), the ticket's number in the store.
-    major, other : int
-        The items to compare (0-based); ``tell`` records how many comparisons ``other`` won.
-    x : tuple of float
-        The context the pair was chosen for.
-    explored : bool
-        Whether the policy explored (a random edge) at this ask.
-    told_before : int
-        How many told outcomes the estimate behind the choice had.
-    asked_at : float
-        When (Unix seconds).
-    major_name, other_name : str
-        The items' names.
-    """
-
-    id: int
-    major: int
-    other: int
-    x: tuple
-    explored: bool
-    told_before: int
-    asked_at: float
-    major_name: str
-    other_name: str
-
-    @property
-    def pair(self) -> tuple:
-        return self.major, self.other
-
-
-class _Rows:
-    """The told rows as arrays (for the sandwich SEs and the mean context)."""
-
-    def __init__(self, capacity: int, dim: int):
-        self.n = 0
-        self.i = np.zeros(capacity, dtype=np.intp)
-        self.j = np.zeros(capacity, dtype=np.intp)
-        self.X = np.zeros((capacity, dim))
-        self.wins = np.zeros(capacity)
-        self.ties = np.zeros(capacity)
-        self.m = np.zeros(capacity)
-
-    def append(self, major, other, x, wins, ties, m):
-        k = self.n
-        self.i[k], self.j[k], self.X[k], self.wins[k], self.ties[k], self.m[k] = major, other, x, wins, ties, m
-        self.n = k + 1
-
-    def arrays(self):
-        k = self.n
-        return self.i[:k], self.j[:k], self.X[:k], self.wins[:k], self.m[:k], self.ties[:k]
-
-
-class _State:
-    """The loop's state between operations: policy, generator, uniforms, estimator, told rows."""
-
-    def __init__(self, config: Config, factory):
-        n, d, T = config.n_items, config.dim, config.T
-        self.config = config
-        self.setting = config.setting()
-        edges = config.edges_array()
-        self.graph = ComparisonGraph.from_edges(edges, n)
-        env = SimpleNamespace(n_items=n, dim=d, T=T, edges=edges, theta0=config.theta0_array())
-        self.estimate = Estimate(self.setting, env)
-        self.debiased = _SharedDebias(self.estimate, self.graph)
-        self.seed = config.policy_seed()
-        self.uniforms = np.random.default_rng(self.seed).random((T, 4))
-        self.policy = None if factory is None else make_policy(config.policy, self.setting, factory)
-        self.update = getattr(self.policy, "update", None)
-        self.rng = policy_generator(self.seed, config.policy)
-        self.rng_ask = 0  # the ask after which self.rng's state is (None: unknown, reload)
-        self.rows = _Rows(T, d)
-        self.applied = 0
-
-    def sync(self, conn) -> None:
-        """Apply the rows told (by any process) since the last sync, in order."""
-        for seq, ask_id, wins, ties, m, x, major, other, explored in Store.tells_after(conn, self.applied):
-            if seq != self.applied + 1:
-                raise StoreError(f"told rows are not contiguous: row {seq} follows row {self.applied}")
-            self.apply(seq, ask_id, unpack(x), int(major), int(other), bool(explored), int(wins), int(ties), int(m))
-
-    def apply(self, seq, ask_id, x, major, other, explored, wins, ties, m) -> None:
-        score = wins + 0.5 * ties  # a tie is half a win for each side, as in the replays
-        if self.update is not None:
-            step = Step(ask_id, x, self.uniforms[ask_id - 1], self.graph, self.estimate.theta, self.debiased.for_policy,
-                        rng=None, setting=self.setting)
-            self.update(step, Choice(major, other, explored), score)
-        self.estimate.update(seq, major, other, x, score, m)
-        self.debiased.invalidate()
-        self.rows.append(major, other, x, score, ties, m)
-        self.applied = seq
-
-    def restore_rng(self, conn, ask_id: int) -> None:
-        """Put the policy's generator in its state after ask ``ask_id`` (0: the initial state)."""
-        if self.rng_ask == ask_id:
-            return
-        if ask_id == 0:
-            self.rng = policy_generator(self.seed, self.config.policy)
-        else:
-            text = conn.execute("SELECT rng_state FROM asks WHERE id = ?", (ask_id,)).fetchone()[0]
-            self.rng.bit_generator.state = json.loads(text)
-        self.rng_ask = ask_id
+from ..policies import Step, policy_provenance, resolve_policy
+from ..simulation.replication import _checked
+from . import report, snapshot, stopping
+from .config import Config, bounded_array
+from .state import LoopState, compare_with_stored, one_blas_thread
+from .tickets import Ticket, count, outcome_fields
+from .store import FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
+from .verify import Ledger, Opened, open_store, read_checkpoint, read_estimate, recheck_schema
 
 
 class Ranker:
@@ -177,9 +56,10 @@ class Ranker:
     Parameters
     ----------
     path : str or Path
-        The store.  A new file is created with the arguments below; an existing one is reopened
-        and continued.  Arguments given on reopening must equal the stored ones (else
-        ``ValueError`` naming each difference); arguments not given are taken from the store.
+        The store.  A new file is created with the arguments below; an existing one is verified
+        (:mod:`study.online.verify`), reopened and continued.  Arguments given on reopening must
+        equal the stored ones (else ``ValueError`` naming each difference); arguments not given
+        are taken from the store.
     n_items : int
         n, the number of items (or give ``items``).
     dim : int
@@ -204,11 +84,23 @@ class Ranker:
     items : sequence of str, optional
         Item names (their order is the index order).
     theta0 : array_like, shape (n, d), optional
-        The initial estimate theta(0) (default zeros).
+        The initial estimate theta(0) (default zeros; entries within +-1e6).
     readonly : bool
-        Open an existing store for reading only (no policy is resolved; ask, tell, expire refused).
+        Open an existing store for reading only (no policy is resolved, nothing is refitted or
+        written; ask, tell and expire are refused).
     timeout : float
         Seconds to wait for another process's transaction.
+
+    Raises
+    ------
+    ValueError
+        Bad arguments, or arguments other than the stored ones (nothing is written).
+    study.online.StoreError
+        (a ValueError) The file is not a ranker store this version reads, or fails its
+        verification: the message names the file and the first offending row.
+    study.online.StoreFileError
+        (an OSError) The file system refused (a read-only file or directory, a full disk, a second
+        hard link, ...): one line naming the file; the store is left as it was.
 
     Examples
     --------
@@ -230,99 +122,188 @@ class Ranker:
         self.path = Path(path)
         self.readonly = bool(readonly)
         self._state = None
-        if readonly:
-            if any(v is not None for v in given.values()):
-                raise ValueError("a read-only ranker takes no creation arguments")
-            self._store = Store(self.path, create=False, readonly=True, timeout=timeout)
-            with self._store.read() as conn:
-                self.config = Config.from_json(self._store.meta(conn)["arguments"])
-            self._factory = None
-            return
+        self._factory = None
+        self._seen = None  # PRAGMA data_version at the last look: unchanged, no other process committed since
+        self._checkpoint = (0, 0)  # (seq, bytes) of the stored checkpoint
+        self._after_commit: list = []  # what the ledger learns from this process's transaction once it commits
+        if readonly and any(v is not None for v in given.values()):
+            raise ValueError("a read-only ranker takes no creation arguments")
         fresh = None
-        if not self.path.exists() or (self.path.is_file() and self.path.stat().st_size == 0):
+        if not readonly and (not self.path.exists() or (self.path.is_file() and self.path.stat().st_size == 0)):
             fresh = Config.from_arguments(given)  # all checks before the file exists
             resolve_policy(fresh.policy)
-        self._store = Store(self.path, create=True, timeout=timeout)
+        self._store = Store(self.path, create=not readonly, readonly=readonly, timeout=timeout)
         try:
-            self.config = self._open(given, fresh)
-            self._factory = resolve_policy(self.config.policy)
+            with self._store.read() as conn:  # verified before anything is written
+                opened = open_store(conn, self.path)
+            if readonly:
+                if opened is None:
+                    raise StoreError(f"{self.path}: an empty SQLite file, not a ranker store")
+                self._opened, self.config = opened, opened.config
+                return
+            if opened is not None:
+                self._check_arguments(opened.config, given)
+                self._factory = resolve_policy(opened.config.policy)
+            self._store.prepare_writes()
+            self._open(given, fresh, opened)
         except BaseException:
             self._store.close()
             raise
 
-    def _open(self, given, fresh) -> Config:
-        store = self._store
-        with store.write() as conn:
-            if store.initialised(conn):  # an existing store (perhaps created just now by another process)
-                meta = store.meta(conn)
-                config = Config.from_json(meta["arguments"])
-                differences = config.differences(given)
-                if differences:
-                    raise ValueError(f"{self.path} was created with other arguments: {'; '.join(differences)}. "
-                                     "Open it without them (or with the stored values) to continue it, or use "
-                                     "another file")
-                sha = policy_provenance(config.policy)["source_sha256"]
-                if meta.get("policy_sha256") not in (None, "None", str(sha)):
-                    warnings.warn(f"{self.path}: the code of policy {config.policy!r} changed since the store was "
-                                  "created; its next choices may differ from an uninterrupted run", RuntimeWarning,
-                                  stacklevel=3)
-                return config
-            config = fresh if fresh is not None else Config.from_arguments(given)
-            store.initialise(conn, {"arguments": config.to_json(), "study_version": __version__,
-                                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                    "policy_sha256": str(policy_provenance(config.policy)["source_sha256"])})
-            return config
+    def _check_arguments(self, config: Config, given: dict) -> None:
+        differences = config.differences(given)
+        if differences:
+            raise ValueError(f"{self.path} was created with other arguments: {'; '.join(differences)}. "
+                             "Open it without them (or with the stored values) to continue it, or use another file")
+
+    def _open(self, given, fresh, opened) -> None:
+        """Create the store, or bring the verified one's state up (upgrading a format-1 store)."""
+        self._after_commit.clear()
+        self._open_in(given, fresh, opened)
+        for learn in self._after_commit:
+            learn()
+        self._after_commit.clear()
+
+    def _open_in(self, given, fresh, opened) -> None:
+        with one_blas_thread(), self._store.write() as conn:
+            if opened is None:
+                opened = open_store(conn, self.path)  # perhaps created by another process meanwhile
+                if opened is None:
+                    config = fresh if fresh is not None else Config.from_arguments(given)
+                    meta = {"store_id": secrets.token_hex(16), "arguments": config.to_json(),
+                            "study_version": __version__,
+                            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            "policy_sha256": str(policy_provenance(config.policy)["source_sha256"])}
+                    Store.create(conn, meta)
+                    self._factory = resolve_policy(config.policy)
+                    self._opened = Opened(FORMAT, {"format": FORMAT, **meta}, config, Ledger(self.path, config), None,
+                                          (0, None), Store.schema_version(conn))
+                    self.config = config
+                    return
+                self._check_arguments(opened.config, given)
+                self._factory = resolve_policy(opened.config.policy)
+            self._opened, self.config = opened, opened.config
+            sha = policy_provenance(self.config.policy)["source_sha256"]
+            if opened.meta.get("policy_sha256") not in ("None", str(sha)):
+                warnings.warn(f"{self.path}: the code of policy {self.config.policy!r} changed since the store was "
+                              "created; its next choices may differ from an uninterrupted run", RuntimeWarning,
+                              stacklevel=4)
+            self._refresh(conn)
+            ledger, state = opened.ledger, LoopState(self.config, self._factory)
+            theta = read_estimate(conn, self.path, self.config, ledger.n_tells)
+            if opened.format == FORMAT_1:  # verified above; upgraded in this transaction, refitted once
+                state.fit(ledger, ledger.n_tells)
+                compare_with_stored(self.path, state, theta, ledger.n_tells, stacklevel=4)
+                store_id = secrets.token_hex(16)
+                Store.upgrade(conn, store_id)
+                if state.applied:
+                    self._write_estimate(conn, state, force_checkpoint=True)
+                opened.format, opened.meta = FORMAT, {**opened.meta, "format": FORMAT, "store_id": store_id}
+                opened.schema_version = Store.schema_version(conn)
+            else:
+                checkpoint = read_checkpoint(conn, self.path, ledger.n_tells)
+                refitted = state.catch_up(self.path, ledger, checkpoint)
+                if refitted == 0 and theta is not None and not np.array_equal(theta, state.estimate.theta):
+                    raise StoreError(f"{self.path}: refused, checkpoint row: its estimate differs from the estimate "
+                                     "row's")
+                compare_with_stored(self.path, state, theta, refitted, stacklevel=4)
+                if checkpoint[1] is not None and not snapshot.current(checkpoint[1]):  # written by other code:
+                    self._write_estimate(conn, state, force_checkpoint=True)  # refitted once, checkpointed anew
+            self._state = state
+
+    @property
+    def store_id(self):
+        """The store's identifier (random, written at creation; None for a format-1 store opened read-only)."""
+        return self._opened.store_id
 
     # --- the loop's state ----------------------------------------------------------------------
-    def _synced(self, conn) -> _State:
-        if self._state is None:
-            state = _State(self.config, self._factory)
-            state.sync(conn)
-            seq, theta = Store.stored_estimate(conn)
-            if seq == state.applied and theta is not None:
-                stored = unpack(theta, state.estimate.theta.shape)
-                if not np.array_equal(stored, state.estimate.theta):
-                    warnings.warn(f"{self.path}: the replayed estimate differs from the stored one by "
-                                  f"{np.abs(stored - state.estimate.theta).max():.3g} (the core changed since it was "
-                                  "written); continuing with the replayed one", RuntimeWarning, stacklevel=4)
-            self._state = state
-        else:
-            self._state.sync(conn)
-        return self._state
+    def _refresh(self, conn) -> Ledger:
+        """The verified ledger, with whatever other processes added since the last transaction
+        (nothing to read when ``PRAGMA data_version`` says nobody else committed)."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._seen:
+            if recheck_schema(conn, self.path, self._opened):  # upgraded by another process: verified anew
+                self._opened, self._state = open_store(conn, self.path), None
+            self._opened.ledger.read(conn)
+            if self._opened.format == FORMAT:
+                self._checkpoint = Store.checkpoint_info(conn)
+            self._seen = version
+        return self._opened.ledger
 
-    def _read(self) -> _State:
-        with _one_blas_thread(), self._store.read() as conn:
-            return self._synced(conn)
+    def _synced(self, conn) -> LoopState:
+        """The state at the store's last tell (inside the caller's transaction)."""
+        ledger = self._refresh(conn)
+        state = self._state
+        if state is None:
+            state = self._state = LoopState(self.config, self._factory)
+        if self.readonly:
+            if ledger.n_tells > state.applied or state.applied == 0:
+                state.append(ledger, ledger.n_tells)
+                state.show(read_estimate(conn, self.path, self.config, ledger.n_tells))
+        elif ledger.n_tells > state.applied:
+            seq = self._checkpoint[0]
+            blob = conn.execute("SELECT state FROM checkpoint WHERE id = 1").fetchone()[0] \
+                if seq > state.applied else None
+            state.catch_up(self.path, ledger, (seq, blob))
+        return state
+
+    def _read(self) -> LoopState:
+        try:
+            with one_blas_thread(), self._store.read() as conn:
+                return self._synced(conn)
+        except BaseException:
+            if self._state is not None and not self._state.clean:
+                self._state = None
+            raise
 
     def _writable(self):
         if self.readonly:
             raise ValueError(f"{self.path} is open read-only")
 
     def _guarded(self, operation):
-        """Run ``operation(conn, state)`` in one write transaction; any failure forgets the in-memory
-        state (it is rebuilt from the store next time), so that memory never runs ahead of the file."""
+        """Run ``operation(conn, state)`` in one write transaction; a failure after the state began
+        to change forgets it (it is rebuilt from the store next time), so that memory never runs
+        ahead of the file.  What the operation wrote joins the ledger once committed."""
         self._writable()
+        self._after_commit.clear()
         try:
-            with _one_blas_thread(), self._store.write() as conn:
-                return operation(conn, self._synced(conn))
+            with one_blas_thread(), self._store.write() as conn:
+                result = operation(conn, self._synced(conn))
         except BaseException:
-            self._state = None
+            self._after_commit.clear()
+            if self._state is not None and not self._state.clean:
+                self._state = None
             raise
+        for learn in self._after_commit:
+            learn()
+        self._after_commit.clear()
+        self._state.clean = True
+        return result
+
+    def _write_estimate(self, conn, state: LoopState, force_checkpoint: bool = False) -> None:
+        """The estimate row, and the checkpoint when due (:func:`study.online.store.checkpoint_stride`)."""
+        conn.execute("INSERT OR REPLACE INTO estimate (id, seq, theta) VALUES (1, ?, ?)", state.estimate_row())
+        seq, size = self._checkpoint
+        if force_checkpoint or state.applied - seq >= checkpoint_stride(size):
+            row = state.checkpoint_row()
+            conn.execute("INSERT OR REPLACE INTO checkpoint (id, seq, state) VALUES (1, ?, ?)", row)
+            self._after_commit.append(lambda: setattr(self, "_checkpoint", (row[0], len(row[1]))))
 
     # --- ask and tell --------------------------------------------------------------------------
     def ask(self, x) -> Ticket:
-        """The pair to compare for context ``x`` (length d, finite): a :class:`Ticket`."""
+        """The pair to compare for context ``x`` (length d, finite, entries within +-1e100): a :class:`Ticket`."""
         self._writable()
-        x = check.finite_array("x", x, ndim=1, shape=(self.config.dim,))
-        if np.abs(x).max(initial=0.0) > check.MAX_ABS_CONTEXT:
-            raise ValueError(f"x has entries beyond {check.MAX_ABS_CONTEXT:g}; rescale the contexts")
+        x = bounded_array("x", x, check.MAX_ABS_CONTEXT, ndim=1, shape=(self.config.dim,))
 
         def operation(conn, state):
             t = Store.last_ask(conn) + 1
             if t > self.config.T:
                 raise ValueError(f"{self.path}: all T = {self.config.T} asks of this ranker's horizon are used; "
                                  "create a new ranker with a larger T")
-            state.restore_rng(conn, t - 1)
+            try:
+                state.restore_rng(conn, t - 1)
+            except StoreError as exc:
+                raise StoreError(f"{self.path}: {exc}") from None
             state.rng_ask = None  # until the ask is stored
             step = Step(t, x, state.uniforms[t - 1], state.graph, state.estimate.theta, state.debiased.for_policy,
                         rng=state.rng, setting=state.setting)
@@ -333,6 +314,8 @@ class Ranker:
                          (t, pack(x), major, other, int(explored), state.applied,
                           json.dumps(state.rng.bit_generator.state), now))
             state.rng_ask = t
+            told_before = state.applied
+            self._after_commit.append(lambda: self._opened.ledger.add_ask(t, x, major, other, explored, told_before))
             return self._ticket(t, x, major, other, explored, state.applied, now)
 
         return self._guarded(operation)
@@ -341,37 +324,73 @@ class Ranker:
         """Record the outcome of ``ticket`` (a :class:`Ticket` or its id): ``wins`` of the ``m``
         comparisons (default M) won outright by ``ticket.other``, ``ties`` of them tied (a tie
         counts as half a win for each side).  One transaction: the outcome, the ticket closed and
-        the refitted estimate are stored together, or nothing is."""
+        the refitted estimate (and its checkpoint, when due) are stored together, or nothing is."""
+        self._tell([self._outcome(ticket, wins, m, ties)], many=False)
+
+    def tell_many(self, outcomes) -> int:
+        """Record a batch of outcomes in one transaction: each a ``(ticket, wins)``,
+        ``(ticket, wins, m)`` or ``(ticket, wins, m, ties)`` tuple, or a mapping with those keys.
+        The rows are applied in the order given, each refitted as by :meth:`tell` (so the store and
+        the estimates equal those of the same tells one by one), and stored together or not at all:
+        a bad outcome (``ValueError`` naming it: ``outcome 3: ...``) leaves the store as it was.
+        Returns how many were told."""
         self._writable()
+        batch = []
+        for k, outcome in enumerate(outcomes):
+            try:
+                batch.append(self._outcome(*outcome_fields(outcome)))
+            except ValueError as exc:
+                raise ValueError(f"outcome {k}: {exc}") from None
+        if batch:
+            self._tell(batch, many=True)
+        return len(batch)
+
+    def _outcome(self, ticket, wins, m=None, ties=0) -> tuple:
+        """(ask id, pair or None, wins, ties, m) of one outcome, its values validated."""
         ask_id, pair = self._ticket_id(ticket)
         m = self.config.M if m is None else m
-        m = _count("m", m, low=1)
+        m = count("m", m, low=1)
         if m > self.config.M:
             raise ValueError(f"m = {m} exceeds M = {self.config.M}, the comparisons per ask this ranker was "
                              "created with")
-        wins, ties = _count("wins", wins, low=0), _count("ties", ties, low=0)
+        wins, ties = count("wins", wins, low=0), count("ties", ties, low=0)
         if wins + ties > m:
             raise ValueError(f"wins + ties = {wins} + {ties} exceeds m = {m}")
+        return ask_id, pair, wins, ties, m
+
+    def _tell(self, batch: list, many: bool) -> None:
+        self._writable()
 
         def operation(conn, state):
-            row = Store.ask(conn, ask_id)
-            if row is None:
-                raise ValueError(f"ticket {ask_id} was never asked (this ranker has handed out "
-                                 f"{Store.last_ask(conn)} tickets)")
-            _, x, major, other, explored, _, status, _, closed_at = row
-            if pair is not None and pair != (major, other):
-                raise ValueError(f"ticket {ask_id} is for the pair ({major}, {other}), not {pair}")
-            if status != "open":
-                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(closed_at))
-                raise ValueError(f"ticket {ask_id} was already {status} ({when}); it cannot be told again")
-            seq = state.applied + 1
+            seen = {}
+            for k, (ask_id, pair, _, _, _) in enumerate(batch):  # every check before any change
+                prefix = f"outcome {k}: " if many else ""
+                row = Store.ask(conn, ask_id)
+                if row is None:
+                    raise ValueError(f"{prefix}ticket {ask_id} was never asked (this ranker has handed out "
+                                     f"{Store.last_ask(conn)} tickets)")
+                _, _, major, other, _, _, status, _, closed_at = row
+                if pair is not None and pair != (major, other):
+                    raise ValueError(f"{prefix}ticket {ask_id} is for the pair ({major}, {other}), not {pair}")
+                if status != "open":
+                    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(closed_at))
+                    raise ValueError(f"{prefix}ticket {ask_id} was already {status} ({when}); it cannot be told again")
+                if ask_id in seen:
+                    raise ValueError(f"{prefix}ticket {ask_id} is told twice in this batch (outcome {seen[ask_id]})")
+                seen[ask_id] = k
+            ledger = self._opened.ledger
             now = time.time()
-            conn.execute("INSERT INTO tells (seq, ask_id, wins, ties, m, told_at) VALUES (?, ?, ?, ?, ?, ?)",
-                         (seq, ask_id, wins, ties, m, now))
-            conn.execute("UPDATE asks SET status = 'told', closed_at = ? WHERE id = ?", (now, ask_id))
-            state.apply(seq, ask_id, unpack(x), int(major), int(other), bool(explored), wins, ties, m)
-            conn.execute("INSERT OR REPLACE INTO estimate (id, seq, theta) VALUES (1, ?, ?)",
-                         (seq, pack(state.estimate.theta)))
+            for ask_id, _, wins, ties, m in batch:
+                seq = state.applied + 1
+                conn.execute("INSERT INTO tells (seq, ask_id, wins, ties, m, told_at) VALUES (?, ?, ?, ?, ?, ?)",
+                             (seq, ask_id, wins, ties, m, now))
+                conn.execute("UPDATE asks SET status = 'told', closed_at = ? WHERE id = ?", (now, ask_id))
+                a = ask_id - 1
+                state.apply(seq, ask_id, ledger.X[a], int(ledger.major[a]), int(ledger.other[a]),
+                            bool(ledger.explored[a]), wins, ties, m)
+                self._after_commit.append(lambda row=(seq, ask_id, wins, ties, m): ledger.add_tell(*row))
+            state.clean = False  # ahead of the file until the commit
+            self._write_estimate(conn, state)
 
         self._guarded(operation)
 
@@ -414,12 +433,18 @@ class Ranker:
         labels = self.config.labels
         return Ticket(id=int(t), major=int(major), other=int(other), x=tuple(float(v) for v in x),
                       explored=bool(explored), told_before=int(told_before), asked_at=float(asked_at),
-                      major_name=labels[major], other_name=labels[other])
+                      major_name=labels[major], other_name=labels[other], store_id=self.store_id)
 
     def _ticket_id(self, ticket):
-        """(ask id, (major, other) or None) of a Ticket or an id; 'unknown pair' for a ticket whose
-        pair is not a pair of this ranker's graph."""
+        """(ask id, (major, other) or None) of a Ticket or an id; refused: a ticket of another store,
+        or whose pair is not a pair of this ranker's graph ('unknown pair')."""
         if isinstance(ticket, Ticket):
+            if ticket.store_id is None and self.store_id is not None:
+                raise ValueError(f"ticket {ticket.id} carries no store id (a Ticket rebuilt without its store_id?); "
+                                 f"give its id instead (tell({ticket.id}, ...)) or keep its store_id")
+            if ticket.store_id != self.store_id:
+                raise ValueError(f"ticket {ticket.id} was handed out by another store (store id {ticket.store_id}), "
+                                 f"not by {self.path} (store id {self.store_id}); tell it to the ranker that asked it")
             n = self.config.n_items
             major, other = ticket.major, ticket.other
             edges = self.config.edges
@@ -427,8 +452,8 @@ class Ranker:
                     edges is not None and (min(major, other), max(major, other)) not in set(edges)):
                 raise ValueError(f"unknown pair ({major}, {other}) on ticket {ticket.id}: not a pair of this "
                                  f"ranker's {n} items and their comparison graph")
-            return _count("ticket id", ticket.id, low=1), (major, other)
-        return _count("ticket", ticket, low=1), None
+            return count("ticket id", ticket.id, low=1), (major, other)
+        return count("ticket", ticket, low=1), None
 
     # --- reading -------------------------------------------------------------------------------
     @property
@@ -458,7 +483,7 @@ class Ranker:
         se = check_se(se)
         state = self._read()
         theta = state.estimate.theta.copy()
-        with _one_blas_thread():
+        with one_blas_thread():
             shared = state.debiased()
             result = dataclasses.replace(shared, theta_d=shared.theta_d.copy(), _cache={},
                                          factor=None if shared.factor is None else shared.factor.copy())
@@ -500,7 +525,7 @@ class Ranker:
         CI of x'theta_i from the debiased estimate (NaN while unavailable): a DataFrame.
         ``anytime=True``: confidence sequences instead of CIs (as in :meth:`intervals`)."""
         if x is not None:
-            x = check.finite_array("x", x, ndim=1, shape=(self.config.dim,))
+            x = bounded_array("x", x, check.MAX_ABS_CONTEXT, ndim=1, shape=(self.config.dim,))
         theta, result, rows = self._snapshot(se)
         x = self._mean_context(rows) if x is None else x
         factor = (stopping.factor(result, level, True, stopping.tightest(self.config, tightest_at))
@@ -514,7 +539,7 @@ class Ranker:
         context) separated from the rest by the confidence sequences (``anytime=False``: by
         fixed-time CIs, which do not survive repeated looks)?"""
         if x is not None:
-            x = check.finite_array("x", x, ndim=1, shape=(self.config.dim,))
+            x = bounded_array("x", x, check.MAX_ABS_CONTEXT, ndim=1, shape=(self.config.dim,))
         _, result, rows = self._snapshot(se)
         if x is None:  # nothing told: no estimate, not decided (the context does not matter)
             x = self._mean_context(rows) if rows.n else np.zeros(self.config.dim)
@@ -535,7 +560,7 @@ class Ranker:
         x'theta_j (``uncertainty=False``) or the ``level`` CI of x'(theta_i - theta_j) lies above 0
         (``uncertainty=True``) for more than ``threshold`` of the contexts; transitive reduction.
         Returns the reduced (n, n) adjacency; draws it to ``path`` (PNG, PDF) when given."""
-        contexts = check.finite_array("contexts", contexts, ndim=2, shape=(None, self.config.dim))
+        contexts = bounded_array("contexts", contexts, check.MAX_ABS_CONTEXT, ndim=2, shape=(None, self.config.dim))
         theta, result, rows = self._snapshot(se)
         return report.diagram(theta, result if uncertainty else None, contexts, self.config.labels, path=path,
                               level=level, threshold=threshold, title=f"{self.path.name}: {rows.n} told outcomes")
@@ -553,12 +578,3 @@ class Ranker:
         c = self.config
         return f"Ranker({str(self.path)!r}, n_items={c.n_items}, dim={c.dim}, policy={c.policy!r}, T={c.T})"
 
-
-def _count(name: str, value, *, low: int) -> int:
-    """A non-negative count: an integer, or a float with an integer value."""
-    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
-        value = int(value)
-    try:
-        return check.integer(name, value, low=low)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}") from None

@@ -27,13 +27,7 @@ def child(*args):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def dump(path) -> list:
-    """Every row of every table (the store's content, independent of its pages)."""
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
+dump = online_child.dump
 
 
 @pytest.fixture(scope="module")
@@ -250,3 +244,103 @@ def test_ranking_intervals_and_diagram_state_their_standard_errors(tmp_path):
         assert np.all(np.diff(table["score"]) <= 0)
         adjacency = ranker.diagram(online_child.environment().contexts, tmp_path / "d.png", se="sandwich")
         assert adjacency.shape == (5, 5) and (tmp_path / "d.png").exists()
+
+
+def test_a_ticket_of_another_store_is_refused(tmp_path):
+    """Issue 25's case: ticket 1 of b.sqlite (context (1, -3)) told into a.sqlite, whose ticket 1 is
+    for the same pair (context (1, 0.5)), was recorded under a's context; the store ids tell them apart."""
+    kwargs = dict(n_items=2, dim=2, T=20, seed=1)
+    with Ranker(tmp_path / "a.sqlite", **kwargs) as a, Ranker(tmp_path / "b.sqlite", **kwargs) as b:
+        mine, foreign = a.ask([1.0, 0.5]), b.ask([1.0, -3.0])
+        assert (mine.id, mine.pair) == (foreign.id, foreign.pair) and mine.store_id != foreign.store_id
+        before = dump(tmp_path / "a.sqlite")
+        with pytest.raises(ValueError, match=f"ticket 1 was handed out by another store \\(store id "
+                                             f"{foreign.store_id}\\), not by .*a.sqlite"):
+            a.tell(foreign, 1)
+        with pytest.raises(ValueError, match="outcome 1: ticket 1 was handed out by another store"):
+            a.tell_many([(mine, 0), (foreign, 1)])
+        with pytest.raises(ValueError, match="handed out by another store"):
+            a.expire(foreign)
+        with pytest.raises(ValueError, match="ticket 1 carries no store id"):
+            a.tell(Ticket(**{**vars(mine), "store_id": None}), 1)
+        assert dump(tmp_path / "a.sqlite") == before
+        a.tell(mine, 1)
+        assert a.pending() == [] and [t.store_id for t in b.pending()] == [b.store_id]
+    (tmp_path / "a.sqlite").unlink()
+    with Ranker(tmp_path / "a.sqlite", **kwargs) as again:  # a new store by the old name: a new id
+        again.ask([1.0, 0.5])
+        with pytest.raises(ValueError, match="handed out by another store"):
+            again.tell(mine, 1)
+
+
+def test_theta0_and_contexts_are_bounded(tmp_path, small):
+    """theta0 entries of 1e150 made every later tell fail with a TypeError; a context of 10**400
+    raised OverflowError: both are now a ValueError naming the argument, before anything is written."""
+    path = tmp_path / "new.sqlite"
+    for theta0, message in [(np.full((3, 2), 1e150) * [[1], [0], [-1]], "theta0 has entries as large as 1e\\+150"),
+                            ([[10 ** 400, 0], [0, 0], [0, 0]], "theta0 holds a number too large for a float"),
+                            ([[1e7, 0], [0, 0], [0, 0]], r"within \+-1e\+06")]:
+        with pytest.raises(ValueError, match=message):
+            Ranker(path, n_items=3, dim=2, theta0=theta0)
+        assert not path.exists()
+    with Ranker(path, n_items=3, dim=2, T=20, T0=0, theta0=[[1e6, 0], [0, 0], [0, -1e6]], seed=1) as edge:
+        for k in range(5):  # the largest allowed theta0 works on
+            edge.tell(edge.ask([1.0, 0.1 * k]), 1)
+        assert np.isfinite(edge.theta).all()
+    _, ranker, *_ = small
+    before = dump(small[0])
+    for call, message in [(lambda: ranker.ask([10 ** 400, 1.0]), "x holds a number too large for a float"),
+                          (lambda: ranker.ask([1e101, 1.0]), "x has entries as large as 1e\\+101"),
+                          (lambda: ranker.ranking(x=[1e200, 0.0]), "x has entries as large as"),
+                          (lambda: ranker.decision(x=[10 ** 400, 0]), "x holds a number too large"),
+                          (lambda: ranker.diagram([[1.0, 1e300]]), "contexts has entries as large as")]:
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert dump(small[0]) == before
+
+
+def test_tell_many_is_one_transaction_with_the_guarantees_of_tell(tmp_path):
+    kwargs = dict(n_items=4, dim=2, T=60, T0=20, M=3, seed=4)
+    env = np.random.default_rng(0)
+    contexts = np.c_[np.ones(60), env.normal(0, 1, 60)]
+    outcomes = env.integers(0, 3, (60, 2))  # wins, ties with wins + ties <= 3
+    outcomes[:, 1] = np.minimum(outcomes[:, 1], 3 - outcomes[:, 0])
+    one, many = Ranker(tmp_path / "one.sqlite", **kwargs), Ranker(tmp_path / "many.sqlite", **kwargs)
+    for start in range(0, 60, 6):
+        asked_one = [one.ask(contexts[k]) for k in range(start, start + 6)]
+        asked_many = [many.ask(contexts[k]) for k in range(start, start + 6)]
+        assert [t.pair for t in asked_one] == [t.pair for t in asked_many]
+        order = [5, 0, 3, 1, 4, 2]  # told out of order
+        for k in order:
+            one.tell(asked_one[k], int(outcomes[start + k, 0]), ties=int(outcomes[start + k, 1]))
+        batch = [(asked_many[k], int(outcomes[start + k, 0]), 3, int(outcomes[start + k, 1])) if k % 2 else
+                 {"ticket": asked_many[k].id, "wins": int(outcomes[start + k, 0]), "ties": int(outcomes[start + k, 1])}
+                 for k in order]
+        assert many.tell_many(batch) == 6
+        np.testing.assert_array_equal(one.theta, many.theta)
+    query = "SELECT seq, ask_id, wins, ties, m FROM tells ORDER BY seq"
+    with sqlite3.connect(tmp_path / "one.sqlite") as a, sqlite3.connect(tmp_path / "many.sqlite") as b:
+        assert a.execute(query).fetchall() == b.execute(query).fetchall()
+        assert a.execute("SELECT state FROM checkpoint").fetchone() == b.execute("SELECT state FROM checkpoint").fetchone()
+    assert many.tell_many([]) == 0
+    many.close()
+    one.close()
+
+
+def test_a_refused_batch_changes_nothing(small):
+    path, ranker, told, expired, open_ = small
+    second = ranker.ask([1.0, 0.2])
+    before, theta = dump(path), ranker.theta
+    for batch, message in [([(open_, 1), (second, 4)], r"outcome 1: wins \+ ties = 4 \+ 0 exceeds m = 3"),
+                           ([(open_, 1), (told, 1)], f"outcome 1: ticket {told.id} was already told"),
+                           ([(open_, 1), (second, 1), (open_, 0)], f"outcome 2: ticket {open_.id} is told twice in "
+                                                                   "this batch \\(outcome 0\\)"),
+                           ([(open_,)], r"outcome 0: an outcome is \(ticket, wins"),
+                           ([{"ticket": open_, "won": 1}], "outcome 0: a mapping needs the keys ticket and wins"),
+                           ([(open_, 1), (99, 1)], "outcome 1: ticket 99 was never asked")]:
+        with pytest.raises(ValueError, match=message):
+            ranker.tell_many(batch)
+        assert dump(path) == before
+        np.testing.assert_array_equal(ranker.theta, theta)
+    assert ranker.tell_many([(second, 0, 2, 1), {"ticket": open_, "wins": 3}]) == 2
+    assert ranker.n_told == 3 and ranker.pending() == []

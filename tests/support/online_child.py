@@ -38,6 +38,24 @@ def create(path, method="RB", T=SETTING.T):
                   seed=env.policy_seed)
 
 
+def dump(path) -> list:
+    """Every row of every table of a store (its content, independent of its pages), read-only."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def sha256(path) -> str:
+    """The SHA-256 of a file's bytes (a store left as it was has the same)."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def judge(env, ticket) -> int:
     return env.compare(ticket.id, ticket.major, ticket.other)
 
@@ -75,8 +93,8 @@ def main(argv):
     mode, path = argv[0], Path(argv[1])
     env = environment()
     if mode == "hang-tell":  # inside tell k's transaction, after its rows are inserted
-        from study.online import ranker as module
-        hang_when(module._State, "apply", lambda args: args[1], int(argv[2]))
+        from study.online import state as module
+        hang_when(module.LoopState, "apply", lambda args: args[1], int(argv[2]))
     elif mode == "hang-ask":  # inside ask k's transaction, after the policy chose
         from study.online import ranker as module
         hang_when(module, "_checked", lambda args: args[2], int(argv[2]))

@@ -1,0 +1,214 @@
+"""The ranker's loop state between operations, and how it is brought up to date with its store.
+
+:class:`LoopState` holds what the simulations' loop holds (:mod:`study.simulation.replication`):
+the policy and its private generator, the shared uniforms, the shared estimator with its told rows,
+the debiased estimate on demand.  It follows the store's told rows in three ways:
+
+* :meth:`LoopState.append`: a row joins the estimator's data without a fit (rows a checkpoint
+  already covers, or a read-only view whose estimate is the stored one);
+* :meth:`LoopState.restore`: the estimator's whole state from a checkpoint (:mod:`.snapshot`);
+* :meth:`LoopState.fit`: a row applied as the loop applies it (the policy's ``update``, then the
+  refit) -- for the tells after the checkpoint, or the whole history where no checkpoint can be
+  used (a store of format 1, one written by other code, a policy with an ``update`` but no
+  ``state_dict``).
+
+Opening a store of 20,000 tells thus appends 20,000 rows (O(t d), no fit) and decodes one
+checkpoint, where it used to refit all of them.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+from ..policies import Choice, Step, make_policy
+from ..simulation.estimator import Estimate
+from ..simulation.graph import ComparisonGraph
+from ..simulation.replication import _SharedDebias
+from ..simulation.seeds import policy_generator
+from . import snapshot
+from .store import StoreError, pack
+
+_THREADS: list = []
+
+
+def one_blas_thread():
+    """BLAS limited to one thread for an operation, as in the simulations' loop: the matrices are small,
+    threads cost more than they gain, and a different thread count may round differently."""
+    if not _THREADS:
+        _THREADS.append(ThreadpoolController())
+    return _THREADS[0].limit(limits=1, user_api="blas")
+
+
+class Rows:
+    """The told rows as arrays (for the sandwich SEs and the mean context)."""
+
+    def __init__(self, capacity: int, dim: int):
+        self.n = 0
+        self.i = np.zeros(capacity, dtype=np.intp)
+        self.j = np.zeros(capacity, dtype=np.intp)
+        self.X = np.zeros((capacity, dim))
+        self.wins = np.zeros(capacity)
+        self.ties = np.zeros(capacity)
+        self.m = np.zeros(capacity)
+
+    def append(self, major, other, x, wins, ties, m):
+        k = self.n
+        self.i[k], self.j[k], self.X[k], self.wins[k], self.ties[k], self.m[k] = major, other, x, wins, ties, m
+        self.n = k + 1
+
+    def extend(self, major, other, X, wins, ties, m):
+        k, n = self.n, len(major)
+        self.i[k:k + n], self.j[k:k + n], self.X[k:k + n] = major, other, X
+        self.wins[k:k + n], self.ties[k:k + n], self.m[k:k + n] = wins, ties, m
+        self.n = k + n
+
+    def arrays(self):
+        k = self.n
+        return self.i[:k], self.j[:k], self.X[:k], self.wins[:k], self.m[:k], self.ties[:k]
+
+
+def restorable(policy) -> bool:
+    """Can the policy's state come from a checkpoint?  Yes unless it has an ``update`` (state built
+    from the told rows) without ``state_dict``/``load_state_dict`` to save and restore it."""
+    if policy is None or getattr(policy, "update", None) is None:
+        return True
+    return callable(getattr(policy, "state_dict", None)) and callable(getattr(policy, "load_state_dict", None))
+
+
+class LoopState:
+    """The loop's state (see the module docstring); ``factory`` None: a read-only view (no policy)."""
+
+    def __init__(self, config, factory):
+        n, d, T = config.n_items, config.dim, config.T
+        self.config = config
+        self.setting = config.setting()
+        edges = config.edges_array()
+        self.graph = ComparisonGraph.from_edges(edges, n)
+        env = SimpleNamespace(n_items=n, dim=d, T=T, edges=edges, theta0=config.theta0_array())
+        self.estimate = Estimate(self.setting, env)
+        self.debiased = _SharedDebias(self.estimate, self.graph)
+        self.seed = config.policy_seed()
+        self.uniforms = np.random.default_rng(self.seed).random((T, 4))
+        self.policy = None if factory is None else make_policy(config.policy, self.setting, factory)
+        self.update = getattr(self.policy, "update", None)
+        self.rng = policy_generator(self.seed, config.policy)
+        self.rng_ask = 0  # the ask after which self.rng's state is (None: unknown, reload)
+        self.rows = Rows(T, d)
+        self.applied = 0
+        self.clean = True  # False while a row is half applied, or applied and not yet committed (then, on a
+        # failure, the state is rebuilt from the store)
+
+    # --- following the told rows ----------------------------------------------------------------
+    def append(self, ledger, upto: int) -> None:
+        """Rows applied+1..upto join the data, without a fit."""
+        if upto <= self.applied:
+            return
+        told = slice(self.applied, upto)
+        asked = ledger.tell_ask[told] - 1
+        major, other, X = ledger.major[asked], ledger.other[asked], ledger.X[asked]
+        ties, m = ledger.ties[told], ledger.m[told]
+        score = ledger.wins[told] + 0.5 * ties  # as apply() scores a row (the same IEEE operations)
+        append = self.estimate.data.append
+        for a, b, x, w, c in zip(major.tolist(), other.tolist(), X, score.tolist(), m.tolist()):
+            append(a, b, x, w, c)
+        self.rows.extend(major, other, X, score, ties, m)
+        self.applied = upto
+        self.debiased.invalidate()
+
+    def fit(self, ledger, upto: int) -> None:
+        """Rows applied+1..upto applied as the loop applies them (update, refit)."""
+        for k in range(self.applied, upto):
+            major, other, x, wins, ties, m = ledger.row(k)
+            explored = bool(ledger.explored[ledger.tell_ask[k] - 1])
+            self.apply(k + 1, int(ledger.tell_ask[k]), x, major, other, explored, wins, ties, m)
+
+    def apply(self, seq, ask_id, x, major, other, explored, wins, ties, m) -> None:
+        self.clean = False
+        score = wins + 0.5 * ties  # a tie is half a win for each side, as in the replays
+        if self.update is not None:
+            step = Step(ask_id, x, self.uniforms[ask_id - 1], self.graph, self.estimate.theta, self.debiased.for_policy,
+                        rng=None, setting=self.setting)
+            self.update(step, Choice(major, other, explored), score)
+        self.estimate.update(seq, major, other, x, score, m)
+        self.debiased.invalidate()
+        self.rows.append(major, other, x, score, ties, m)
+        self.applied = seq
+        self.clean = True
+
+    def show(self, theta) -> None:
+        """A read-only view's estimate: the stored one (no fit)."""
+        if theta is not None:
+            self.estimate.theta = theta
+        self.debiased.invalidate()
+
+    # --- checkpoints ----------------------------------------------------------------------------
+    def capture(self) -> bytes:
+        state = self.policy.state_dict() if self.update is not None and restorable(self.policy) else None
+        if state is not None:
+            try:
+                json.dumps(state)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"policy {self.config.policy!r}: state_dict() must return JSON values ({exc})") \
+                    from None
+        return snapshot.capture(self.estimate, state)
+
+    def usable(self, blob) -> bool:
+        """Can checkpoint ``blob`` be restored here (written by this code, for a restorable policy)?"""
+        return blob is not None and restorable(self.policy) and snapshot.current(blob)
+
+    def restore(self, path, ledger, seq: int, blob: bytes) -> None:
+        """The state after tell ``seq`` from its checkpoint (the rows up to it appended first)."""
+        self.append(ledger, seq)
+        try:
+            policy_state = snapshot.restore(self.estimate, blob)
+        except snapshot.SnapshotError as exc:
+            raise StoreError(f"{path}: refused, checkpoint row: {exc}") from None
+        if self.update is not None:
+            self.policy.load_state_dict(policy_state)
+        self.debiased.invalidate()
+
+    def catch_up(self, path, ledger, checkpoint) -> int:
+        """Bring a writer's state to the ledger's last tell: restore the checkpoint if it is ahead
+        and usable, fit the rest.  Returns how many rows were refitted."""
+        seq, blob = checkpoint
+        if seq > self.applied and self.usable(blob):
+            self.restore(path, ledger, seq, blob)
+        before = self.applied
+        self.fit(ledger, ledger.n_tells)
+        return ledger.n_tells - before
+
+    def restore_rng(self, conn, ask_id: int) -> None:
+        """Put the policy's generator in its state after ask ``ask_id`` (0: the initial state)."""
+        if self.rng_ask == ask_id:
+            return
+        if ask_id == 0:
+            self.rng = policy_generator(self.seed, self.config.policy)
+        else:
+            text = conn.execute("SELECT rng_state FROM asks WHERE id = ?", (ask_id,)).fetchone()[0]
+            try:
+                self.rng.bit_generator.state = json.loads(text)
+            except (TypeError, ValueError, KeyError) as exc:
+                raise StoreError(f"refused, asks row {ask_id}: rng_state is not a state of the policy's "
+                                 f"generator ({type(exc).__name__}: {exc})") from None
+        self.rng_ask = ask_id
+
+    def checkpoint_row(self) -> tuple:
+        return self.applied, self.capture()
+
+    def estimate_row(self) -> tuple:
+        return self.applied, pack(self.estimate.theta)
+
+
+def compare_with_stored(path, state: LoopState, theta, refitted: int, stacklevel: int) -> None:
+    """Warn when refitted rows end at another estimate than the stored one (other code or another
+    BLAS kernel wrote them: rounding): the ranker continues with its own."""
+    if theta is None or refitted == 0 or np.array_equal(theta, state.estimate.theta):
+        return
+    gap = float(np.abs(theta - state.estimate.theta).max())
+    warnings.warn(f"{path}: refitting the last {refitted} tells gave an estimate {gap:.3g} away from the stored one "
+                  "(the core, or the BLAS kernel, differs from the one that wrote them); continuing with the refitted "
+                  "one", RuntimeWarning, stacklevel=stacklevel)

@@ -1,0 +1,74 @@
+"""Tickets and outcomes: what :meth:`study.online.Ranker.ask` hands out and what ``tell`` and
+``tell_many`` take back, validated before any transaction."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core import _validate as check
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One handed-out pair: compare ``major`` with ``other`` under context ``x``.
+
+    Attributes
+    ----------
+    id : int
+        The ask index t (1-based), the ticket's number in the store.
+    major, other : int
+        The items to compare (0-based); ``tell`` records how many comparisons ``other`` won.
+    x : tuple of float
+        The context the pair was chosen for.
+    explored : bool
+        Whether the policy explored (a random edge) at this ask.
+    told_before : int
+        How many told outcomes the estimate behind the choice had.
+    asked_at : float
+        When (Unix seconds).
+    major_name, other_name : str
+        The items' names.
+    store_id : str
+        The identifier of the store that handed it out (random, written at the store's creation):
+        another store refuses the ticket.
+    """
+
+    id: int
+    major: int
+    other: int
+    x: tuple
+    explored: bool
+    told_before: int
+    asked_at: float
+    major_name: str
+    other_name: str
+    store_id: str | None = None
+
+    @property
+    def pair(self) -> tuple:
+        return self.major, self.other
+
+
+def outcome_fields(outcome) -> tuple:
+    """(ticket, wins, m, ties) of one outcome of ``tell_many``: a ``(ticket, wins[, m[, ties]])``
+    tuple or a mapping with those keys (m None: the ranker's M)."""
+    if isinstance(outcome, dict):
+        if set(outcome) - {"ticket", "wins", "m", "ties"} or not {"ticket", "wins"} <= set(outcome):
+            raise ValueError(f"a mapping needs the keys ticket and wins (and may have m, ties), got {sorted(outcome)}")
+        return outcome["ticket"], outcome["wins"], outcome.get("m"), outcome.get("ties", 0)
+    if isinstance(outcome, (tuple, list)) and 2 <= len(outcome) <= 4:
+        ticket, wins, *rest = outcome
+        return ticket, wins, rest[0] if rest else None, rest[1] if len(rest) > 1 else 0
+    raise ValueError(f"an outcome is (ticket, wins[, m[, ties]]) or a mapping, got {outcome!r}")
+
+
+def count(name: str, value, *, low: int) -> int:
+    """A non-negative count: an integer, or a float with an integer value."""
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        value = int(value)
+    try:
+        return check.integer(name, value, low=low)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}") from None
+
