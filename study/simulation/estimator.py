@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import costs
 from ..core.inference import DebiasResult, debias_data
 from ..core.likelihood import ComparisonData
 from ..core.mle import identified, new_row_term, solve
@@ -34,9 +35,13 @@ class Estimate:
             self.factor = self.factor.add(new_row_term(self.data, self.theta))
         if t <= s.T0:
             # rows only add information: once identified, always identified; the rank bound
-            # settles the early steps without a factorisation
+            # settles the early steps without a factorisation, and so does an exact null vector
+            # (an item whose rows span fewer than d contexts: ComparisonData.null_pair)
             if not self.identified and self.data.rank_bound() >= self.data.n_parameters:
-                self.identified = identified(self.data, self.theta, np.zeros(self.data.n_items))
+                if self.data.null_pair() is None:
+                    self.identified = identified(self.data, self.theta, np.zeros(self.data.n_items))
+                else:
+                    costs.add("null_vector_shortcuts")
             reference = self.theta if s.tie_break == "nearest" else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
                         factor_hint=self.factor, prox=0.0 if self.identified else None)
