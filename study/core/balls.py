@@ -209,8 +209,9 @@ def active_set_newton(data, theta, nu, *, radius, base_quad, abs_tol, feas_tol, 
         else:
             step_beta, step_nu = -solve(grad), np.zeros(0)
 
-        def merit(grad, slack):
-            return float(np.sum((grad / abs_tol) ** 2) + np.sum((slack[items] / feas_tol) ** 2))
+        def merit(grad, slack):  # the scaled KKT residual: every ball's violation, the active ones' slack
+            violation = np.where(active, slack, np.maximum(slack, 0.0))
+            return float(np.sum((grad / abs_tol) ** 2) + np.sum((violation / feas_tol) ** 2))
 
         before = merit(grad, slack)
         size = 1.0

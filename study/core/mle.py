@@ -7,19 +7,23 @@
 
 Both are solved by one routine: safeguarded Newton (Armijo backtracking) in reduced coordinates
 on the sum-zero subspace, theta = Q beta (Q orthonormal Helmert contrasts, applied by the fast
-transforms of :mod:`study.core.contrasts`; margins and gradients in item form, O(t d)), each Newton
-system solved exactly by :func:`study.core.systems.factorize` (the t x t row-space system while rows
-are fewer than parameters, the dense reduced Hessian otherwise), warm-started from theta(t-1)
-and from the previous step's factor with the new row folded in by a Woodbury update (chord
-steps, undone and refactorised when they do not cut the residual tenfold); the ball
-constraints are handled by per-item Lagrange multipliers nu_i >= 0 found by projected Newton
-ascent on the (concave) dual, each dual point solved by the inner Newton.  The dual Newton step
-is taken on the secular form
-1/||theta_i|| - 1/gamma (More & Sorensen), its line search starts from twice the last accepted
-step, and a projected scaled-gradient step is the fallback when projection leaves Newton no
-move.  Stopping rule: the KKT residual ||Q'(grad F)||_inf <= tol * (1 + total comparisons) with
-tol = 1e-11 (1e-10 with a ridge), and ball violation/complementarity below ``BALL_TOL * gamma^2``
-(BALL_TOL = 1e-5).
+transforms of :mod:`study.core.contrasts`; margins and gradients in item form, O(t d);
+:mod:`study.core.newton`), each Newton system solved exactly by :func:`study.core.systems.factorize`
+(the t x t row-space system while rows are fewer than parameters, the dense reduced Hessian
+otherwise) or, from 300 parameters, by PCG (:mod:`study.core.iterative`), warm-started from
+theta(t-1) and from the previous step's factor with the new row folded in by a Woodbury update
+(chord steps, undone and refactorised when they do not cut the residual tenfold).  The ball
+constraints (:mod:`study.core.balls`) are handled by per-item Lagrange multipliers nu_i >= 0,
+found by projected Newton ascent on the (concave) dual, each dual point solved by the inner
+Newton (the dual Newton step on the secular form 1/||theta_i|| - 1/gamma (More & Sorensen), its
+line search from twice the last accepted step, a projected scaled-gradient step where projection
+leaves Newton no move), or by Newton's method on the KKT system with a primal-dual active set:
+the exact opt1 problems (no tie-break term) start with it, and fall back on it where the dual
+method fails; a failed exact problem is never restarted from nu = 0 (issue 27: on near-separable
+data that restart took hours and failed).  Stopping rule: the KKT residual ||Q'(grad F)||_inf <=
+tol * (1 + total comparisons) with tol = 1e-11 (1e-10 with a ridge), and ball
+violation/complementarity below ``BALL_TOL * gamma^2`` (BALL_TOL = 1e-5); either solver meeting it
+computes the estimate (tests/core/test_balls.py checks that they agree).
 
 Tie-break.  Early on the data leave directions of theta unidentified (items or directions not yet
 compared) and stage-1's argmin is a whole affine set.  We pick a point of it explicitly: add the
@@ -32,7 +36,11 @@ their value from theta(0)); ``'min_norm'`` uses 0 (the minimum-norm argmin).  Th
 only when the objective has no ridge and is dropped (``prox=0``) once the argmin is unique: the
 data identify theta, or active balls do (the reduced Hessian of L plus the multipliers' curvature
 is well conditioned), in which case opt1 is re-solved exactly and the tie-broken point kept only
-if that near-separable exact problem fails to converge.
+if that near-separable exact problem fails to converge.  Before the dense identification test
+(a Cholesky factor of the (n-1)d reduced Hessian) two exact shortcuts settle most steps that are
+surely not identified: the rank bound over the rows' edges, and an exact null vector e_i (x) z -
+e_j (x) z of two items without an active ball whose rows span fewer than d contexts
+(:meth:`study.core.likelihood.ComparisonData.null_pair`, where the argument is given).
 """
 from __future__ import annotations
 
@@ -56,7 +64,10 @@ TIE_BREAK_WEIGHT = 1e-4
 DEFAULT_TOL = 1e-11
 RIDGE_TOL = 1e-10
 BALL_TOL = 1e-5  # relative slack allowed on ||theta_i||^2 <= gamma^2
-WARM_ITERATIONS = 20  # the exact re-solve's first attempt, from the previous step's point
+# the exact opt1 re-solve starts with Newton on the KKT system (primal-dual active set) from the
+# tie-broken point, for at most this many iterations (measured on the long-horizon runs: it converges
+# within them in ~85% of re-solves and costs 15% less than the dual method there), then the dual method
+EXACT_ACTIVE_SET_ITERATIONS = 25
 
 
 @dataclass
@@ -133,21 +144,18 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     elif converged and prox > 0.0 and _unique(data, theta, base_quad - prox + nu):
         # active balls make the argmin unique (the data plus the multipliers' curvature identify
         # theta): the tie-break is moot, so drop its term and solve opt1 exactly from the tie-broken
-        # point and multipliers (the dual method, then Newton on the KKT system); if that
-        # near-separable exact problem does not converge, the tie-broken point is kept
+        # point and multipliers (Newton on the KKT system, then the dual method, then Newton on the
+        # KKT system from the dual's last point); if that near-separable exact problem does not
+        # converge, the tie-broken point is kept
         costs.add("exact_resolves")
-        if multipliers is not None:
-            # first Newton on the KKT system from the previous step's point, usually the previous
-            # exact solution and much nearer than the tie-broken point; kept where its active set
-            # is the tie-broken point's (which the test above just found identified) or the test
-            # holds at it
-            exact = active_set_newton(data, theta_start - theta_start.sum(axis=0) / n, multipliers,
-                                      **dict(ball, base_quad=base_quad - prox), max_iterations=WARM_ITERATIONS)
-            if exact.converged and (np.array_equal(exact.nu > 0.0, nu > 0.0)
-                                    or _unique(data, exact.theta, base_quad - prox + exact.nu)):
-                return _finish(exact.theta, theta_start, exact.nu, fit.steps + exact.steps, exact.residual, True,
-                               exact.factor)
-        # then from the tie-broken point and multipliers: the dual method, then Newton on the KKT system
+        first = active_set_newton(data, theta, nu, **dict(ball, base_quad=base_quad - prox),
+                                  max_iterations=EXACT_ACTIVE_SET_ITERATIONS)
+        # kept where its active balls are the tie-broken point's (which the test just found to identify
+        # theta), or the test holds at its own point
+        if first.converged and (np.array_equal(first.nu > 0.0, nu > 0.0)
+                                or _unique(data, first.theta, base_quad - prox + first.nu)):
+            return _finish(first.theta, theta_start, first.nu, fit.steps + first.steps, first.residual, True,
+                           first.factor)
         exact = solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
                       max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=last_factor)
         if exact.converged:
