@@ -150,10 +150,10 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         costs.add("exact_resolves")
         first = active_set_newton(data, theta, nu, **dict(ball, base_quad=base_quad - prox),
                                   max_iterations=EXACT_ACTIVE_SET_ITERATIONS)
-        # kept where its active balls are the tie-broken point's (which the test just found to identify
-        # theta), or the test holds at its own point
-        if first.converged and (np.array_equal(first.nu > 0.0, nu > 0.0)
-                                or _unique(data, first.theta, base_quad - prox + first.nu)):
+        # kept only where the identification test holds at its own point with its own multipliers:
+        # the tie-broken point's multipliers can make the test pass where the exact problem's argmin
+        # is flat (an early step, theta(0) outside the balls), and a point of that flat set is no estimate
+        if first.converged and _unique(data, first.theta, base_quad - prox + first.nu):
             return _finish(first.theta, theta_start, first.nu, fit.steps + first.steps, first.residual, True,
                            first.factor)
         exact = solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
