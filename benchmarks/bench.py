@@ -33,6 +33,7 @@ from study.simulation.settings import SETTINGS
 
 from .legacy.estimator import Estimate as LegacyEstimate
 from .paper_study import print_paper
+from .previous import COMMIT as PREVIOUS_COMMIT
 from .previous.estimator import Estimate as PreviousEstimate
 
 
@@ -275,7 +276,7 @@ def print_scale(args):
 
 
 LONG_CASES = ((10, 2000), (100, 2000), (1000, 2000), (100, 10000))
-# the frozen core of 73dd308 is run where it takes minutes, not hours (n = 100, T = 2000: ~45 s idle)
+# the frozen previous core is run where it takes minutes, not hours (n = 100, T = 2000: ~25 s idle)
 PREVIOUS_MAX_ITEMS_TIMES_T = 200_000
 
 
@@ -311,12 +312,18 @@ def in_child(*args):
         return pool.submit(_timed_in_child, *args).result()
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages (timings on a shared machine are read beside them)."""
+    import os
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def print_long(args):
     cases = [tuple(int(v) for v in case.split(":")) for case in args.cases] if args.cases else LONG_CASES
     print("RB, d = 10, M = 50, T0 = 0.4 T, theta* ~ N(0, 1/d), p = 2 log(n)/n, no CI grid; one replication "
           f"(seed {args.seed}) per case, each in a fresh process; CPU seconds (wall in brackets); peak RSS of the "
           "process (growth during the replication in brackets); the previous core (benchmarks/previous, "
-          f"commit 73dd308) where n T <= {PREVIOUS_MAX_ITEMS_TIMES_T:,}")
+          f"commit {PREVIOUS_COMMIT}) where n T <= {args.previous_max:,}; load {_load()}")
     print(f"{'n':>5}{'T':>7}{'params':>8}{'current CPU s':>22}{'vs n=10':>9}{'ms/step':>9}{'peak MB':>17}"
           f"{'previous CPU s':>22}{'speed-up':>10}{'same choices':>14}{'rel. error':>12}")
     base = None
@@ -334,6 +341,7 @@ def print_long(args):
         else:
             line += f"{'(not run)':>22}{'':10}{'':14}{error:12.4f}"
         print(line, flush=True)
+    print(f"load at the end: {_load()}")
 
 
 def main(argv=None):
@@ -357,7 +365,7 @@ def main(argv=None):
     parser.add_argument("--legacy-max-n", type=int, default=100,
                         help="--scale: time the replaced core only up to this n (it takes minutes at n = 100)")
     parser.add_argument("--long", action="store_true",
-                        help="--scale at long horizons (T = 2000 and 10000), current vs the previous core (73dd308)")
+                        help="--scale at long horizons (T = 2000 and 10000), current vs the previous core (benchmarks/previous)")
     parser.add_argument("--cases", nargs="+", default=None, help="--long: n:T cases (default 10:2000 100:2000 "
                         "1000:2000 100:10000)")
     parser.add_argument("--previous-max", type=int, default=PREVIOUS_MAX_ITEMS_TIMES_T,

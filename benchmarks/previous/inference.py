@@ -18,11 +18,15 @@ from scipy.linalg import LinAlgError, lapack
 from scipy.stats import norm
 
 from study.core import _validate as check
+from . import decisions, sandwich
 from .contrasts import from_reduced, to_reduced
+from .guards import check_fit_size, check_theta_for_debias
 from .likelihood import ComparisonData
 from .systems import cholesky, cholesky_solve, reduced_hessian
 
 RCOND = 1e-10  # Psi_t is "singular" when the reduced Hessian's condition number exceeds 1/RCOND
+DIAGONAL_BLOCKS_FROM_PARAMETERS = 300  # n d from which cov avoids the explicit inverse
+BLOCK_ENTRIES = 1 << 22  # floats of one block of right-hand sides (32 MB) for the diagonal blocks of Phi_11
 
 
 @dataclass
@@ -43,7 +47,13 @@ class DebiasResult:
     condition : float
         Condition number of C'HC (inf when singular).
     factor : ndarray or None
-        The upper Cholesky factor U of C'HC = U'U.
+        The upper Cholesky factor U of C'HC = U'U (for ``se_method="sandwich"``: U'U is the inverse
+        of the reduced sandwich covariance, :mod:`study.core.sandwich`).
+    se_method : str
+        Which covariance the methods give: ``"model"`` (Phi_11, the paper's) or ``"sandwich"``.
+    comparisons : float or None
+        N, the number of comparisons behind the estimate (the sum of the rows' m); the clock of
+        the confidence sequences (:meth:`cs`).  None when unknown.
     """
 
     theta_d: np.ndarray
@@ -51,6 +61,8 @@ class DebiasResult:
     condition: float
     factor: np.ndarray | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    se_method: str = "model"
+    comparisons: float | None = None
 
     def _nan(self, *shape) -> np.ndarray:
         return np.full(shape, np.nan)
@@ -88,8 +100,32 @@ class DebiasResult:
             return self._nan(n, d, d)
         cached = self._cache.get("_cov")
         if cached is None:
-            cached = self._cache["_cov"] = np.einsum("iide->ide", self._phi_blocks()).copy()
+            # small problems: from the explicit inverse (cheap there); large: without forming it
+            small = n * d < DIAGONAL_BLOCKS_FROM_PARAMETERS
+            cached = self._cache["_cov"] = (np.einsum("iide->ide", self._phi_blocks()).copy()
+                                            if small or "_blocks" in self._cache else self._diagonal_blocks())
         return cached
+
+    def _diagonal_blocks(self) -> np.ndarray:
+        """cov_i = B_i'B_i with B_i = U'^{-1} (Q_i (x) I_d)' (the rows of C for item i): triangular
+        solves in blocks of items, so that neither (C'HC)^{-1} nor Phi_11 (p^2 and (nd)^2 floats)
+        is formed; p^2 n d flops, the order of the factorisation."""
+        n, d = self.theta_d.shape
+        k = n - 1
+        width = max(1, BLOCK_ENTRIES // (k * d * d))
+        cov = np.empty((n, d, d))
+        for start in range(0, n, width):
+            items = np.arange(start, min(n, start + width))
+            unit = np.zeros((n, items.size))
+            unit[items, np.arange(items.size)] = 1.0
+            rows = to_reduced(unit)  # Q' e_i for the block's items, (k, c)
+            columns = (rows[:, None, :, None] * np.eye(d)[None, :, None, :]).reshape(k * d, items.size * d)
+            solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
+            if info != 0:
+                raise LinAlgError(f"dtrtrs failed (info={info})")
+            solved = solved.reshape(k * d, items.size, d)
+            cov[items] = np.einsum("pia,pib->iab", solved, solved)
+        return cov
 
     def spread(self, x: np.ndarray) -> np.ndarray:
         """x'(Phi_11)_ii x for every item i, shape (n,): with B = [vec(Q_i x') ...] (the rows of
@@ -99,7 +135,7 @@ class DebiasResult:
             return self._nan(n)
         if "_cov" in self._cache:
             return np.einsum("d,ide,e->i", x, self._cache["_cov"], x)
-        columns = np.einsum("ai,e->aei", to_reduced(np.eye(n)), x).reshape((n - 1) * d, n)  # Q_i (x) x
+        columns = np.einsum("ai,e->aei", _contrast_rows(n), x).reshape((n - 1) * d, n)  # Q_i (x) x
         solved, info = lapack.dtrtrs(self.factor, columns, lower=0, trans=1)
         if info != 0:
             raise LinAlgError(f"dtrtrs failed (info={info})")
@@ -159,54 +195,120 @@ class DebiasResult:
         half = z * self.se
         return self.theta_d - half, self.theta_d + half
 
+    def cs(self, level: float = 0.95, *, tightest_at, comparisons=None):
+        """(lower, upper), each (n, d): the anytime-valid confidence sequence theta_d -/+ se g(eta),
+        which covers every theta*_ik at all times at once with probability ``level`` (asymptotically;
+        docs/core.md, "Confidence sequences"), with the result's standard errors (model-based or
+        sandwich, ``se_method``).
 
-def _unavailable(n, d, condition) -> DebiasResult:
-    return DebiasResult(theta_d=np.full((n, d), np.nan), available=False, condition=condition)
+        Parameters
+        ----------
+        level : float
+            The time-uniform coverage, in (0, 1).
+        tightest_at : float
+            The number of comparisons at which the sequence is tightest (1.55 z_0.975 se at level
+            0.95), fixed before the data are seen, e.g. the horizon T x M.
+        comparisons : float, optional
+            The number of comparisons behind the estimate (default ``self.comparisons``).
+
+        Examples
+        --------
+        >>> import numpy as np, study
+        >>> rng = np.random.default_rng(0)
+        >>> i = rng.integers(0, 3, 400); j = (i + 1 + rng.integers(0, 2, 400)) % 3
+        >>> X = rng.normal(1.0, 0.5, (400, 2)); truth = np.array([[1., 0.], [0., 1.], [-1., -1.]])
+        >>> wins = rng.binomial(5, 1 / (1 + np.exp(-np.einsum("kd,kd->k", X, truth[j] - truth[i]))))
+        >>> res = study.debias(study.fit_btl(i, j, X, wins, 5, n_items=3), i, j, X, wins, 5)
+        >>> lower, upper = res.cs(0.95, tightest_at=2000)   # tightest after 2,000 comparisons
+        >>> bool(np.all(upper - lower > np.subtract(*res.ci(0.95)[::-1])))  # wider than the CI
+        True
+        """
+        from .confseq import cs_factor
+        if not self.available:
+            raise ValueError("confidence sequences are not available: Psi_t is singular "
+                             f"(condition number {self.condition:.3g}); more data are needed")
+        comparisons = self.comparisons if comparisons is None else comparisons
+        if comparisons is None:
+            raise ValueError("the number of comparisons behind the estimate is unknown: pass comparisons=")
+        comparisons = check.real("comparisons", comparisons, low=0.0, low_open=True)
+        half = cs_factor(comparisons, tightest_at, level) * self.se
+        return self.theta_d - half, self.theta_d + half
+
+
+_CONTRAST_ROWS: dict = {}
+
+
+def _contrast_rows(n: int) -> np.ndarray:
+    """Q' = to_reduced(I_n), (n-1, n), made once per n (the UCB index needs it at every step)."""
+    rows = _CONTRAST_ROWS.get(n)
+    if rows is None:
+        rows = _CONTRAST_ROWS[n] = to_reduced(np.eye(n))
+        rows.flags.writeable = False
+    return rows
+
+
+def _unavailable(n, d, condition, comparisons=None) -> DebiasResult:
+    return DebiasResult(theta_d=np.full((n, d), np.nan), available=False, condition=condition,
+                        comparisons=comparisons)
 
 
 def debias_data(data: ComparisonData, theta: np.ndarray, *, rcond: float = RCOND) -> DebiasResult:
     """:func:`debias` on a :class:`study.core.likelihood.ComparisonData` (no input checks)."""
     rcond_min = rcond
     n, d = theta.shape
+    comparisons = float(data.m[: data.t].sum())
     if data.rank_bound() < (n - 1) * d:  # too few rows per edge: C'HC is singular for every theta
-        return _unavailable(n, d, np.inf)
+        return _unavailable(n, d, np.inf, comparisons)
     u = data.margins(theta)
     reduced = reduced_hessian(data, u)
     try:
         factor = cholesky(reduced)
     except LinAlgError:
-        return _unavailable(n, d, np.inf)
+        return _unavailable(n, d, np.inf, comparisons)
     rcond = float(lapack.dpocon(factor, float(np.abs(reduced).sum(axis=0).max()))[0])
+    decisions.threshold("Psi_t singular", rcond, rcond_min)
     if not rcond > rcond_min:
-        return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond)
+        return _unavailable(n, d, np.inf if rcond <= 0 else 1.0 / rcond, comparisons)
     # theta_d = theta - Phi_11 grad = theta - Q [(C'HC)^{-1} Q' grad]  (C = Q (x) I_d)
     step = cholesky_solve(factor, data.reduced_gradient(u))
     theta_d = theta - from_reduced(step.reshape(n - 1, d))
-    return DebiasResult(theta_d=theta_d, available=True, condition=1.0 / rcond, factor=factor)
+    return DebiasResult(theta_d=theta_d, available=True, condition=1.0 / rcond, factor=factor,
+                        comparisons=comparisons)
 
 
-def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:
+def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", rcond: float = RCOND) -> DebiasResult:
     """Lagrangian debiased estimator (paper eq. ``deb``) at ``theta`` for the given comparisons.
 
     Parameters
     ----------
     theta : array_like, shape (n_items, d)
-        The estimate to debias (rows summing to zero, e.g. from :func:`study.fit_btl`).
+        The estimate to debias (rows summing to zero, e.g. from :func:`study.fit_btl`; a theta off
+        the sum-zero space is refused, not re-centred).
     i, j, X, wins, m
         The comparisons, as in :func:`study.fit_btl`.
+    ties : array_like, shape (K,), optional
+        How many of row k's ``m`` comparisons were ties (already counted as half a win in
+        ``wins[k]``); used by ``se="sandwich"`` (default: none).
+    se : {"model", "sandwich"}
+        The covariance behind ``cov``, ``se`` and ``ci``: the paper's model-based Phi_11, or the
+        sandwich (robust) one of :mod:`study.core.sandwich`, for judgments that are not Bernoulli
+        draws (ties).  ``theta_d`` is the same.
     rcond : float
         Psi_t counts as singular when the reciprocal condition number of C'HC is below this.
 
     Returns
     -------
     DebiasResult
-        ``theta_d`` (n, d), ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``se``, ``phi11`` and
-        ``ci(level)``; ``available`` is False (arrays NaN) while the data do not identify theta.
+        ``theta_d`` (n, d), ``cov`` (n, d, d) the diagonal blocks of Phi_11, ``se``, ``phi11``,
+        ``ci(level)`` and the anytime-valid ``cs(level, tightest_at=...)``; ``available`` is False
+        (arrays NaN) while the data do not identify theta; ``se_method`` says which covariance they
+        are; ``comparisons`` is the number of comparisons behind them.
 
     Raises
     ------
     ValueError
-        Bad shapes or values, naming the argument.
+        Bad shapes or values, naming the argument (theta's shape against the comparisons'), a theta
+        whose rows do not sum to zero, or sizes out of reach (with the estimate).
 
     Examples
     --------
@@ -222,8 +324,13 @@ def debias(theta, i, j, X, wins, m, *, rcond: float = RCOND) -> DebiasResult:
     """
     theta = check.finite_array("theta", theta, ndim=2)
     n_items, d = theta.shape
+    check_theta_for_debias(theta, i, j, X)  # issue 18: theta's shape named, off sum-zero refused
     i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
+    check_fit_size(n_items, d, i.size, "debias", factorisations=1)
     if X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} columns but theta has d={d}")
+    se = sandwich.check_se(se)
+    ties = sandwich.check_ties(ties, wins, m, needed=se == "sandwich")
     data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
-    return debias_data(data, theta, rcond=rcond)
+    result = debias_data(data, theta, rcond=rcond)
+    return result if se == "model" else sandwich.robust(result, theta, i, j, X, wins, m, ties)

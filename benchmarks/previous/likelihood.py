@@ -54,7 +54,11 @@ class ComparisonData:
         # flat (item, dim) indices, so that a gradient is two bincounts
         self._flat_a = np.zeros((capacity, dim), dtype=np.intp)
         self._flat_b = np.zeros((capacity, dim), dtype=np.intp)
+        self._dims = np.arange(dim)
         self._edge_index: dict[tuple[int, int], int] = {}
+        self.preconditioner = None  # the factor kept for PCG (study.core.iterative), large problems only
+        self.preconditioner_budget = 0.0
+        self.preconditioner_stale = 0
         self.edge_lo: list[int] = []
         self.edge_hi: list[int] = []
         # row-space products: worth keeping only while rows are fewer than free parameters
@@ -93,14 +97,15 @@ class ComparisonData:
         d = self.dim
         self.a[k], self.b[k] = a, b
         self.X[k] = x
-        self.XX[k] = np.outer(x, x).ravel()
+        x = np.asarray(x).ravel()  # as np.outer takes it
+        self.XX[k] = (x[:, None] * x[None, :]).ravel()  # = np.outer(x, x), without its call overhead
         self.wins[k], self.m[k] = wins, m
         self.edge_id[k] = self._edge(int(a), int(b))
-        self._flat_a[k] = a * d + np.arange(d)
-        self._flat_b[k] = b * d + np.arange(d)
+        self._flat_a[k] = a * d + self._dims
+        self._flat_b[k] = b * d + self._dims
         if self.design is not None:
             q = basis(self.n_items)
-            self.design[k] = np.outer(q[b] - q[a], x).ravel()
+            self.design[k] = ((q[b] - q[a])[:, None] * x[None, :]).ravel()
         if k < self.row_space_rows:
             products = self.X[: k + 1] @ self.X[k]
             overlap = ((self.b[: k + 1] == b).astype(float) - (self.a[: k + 1] == b)
@@ -120,6 +125,19 @@ class ComparisonData:
         data cannot identify theta, whatever the margins."""
         counts = np.bincount(self.edge_id[: self.t], minlength=len(self.edge_lo))
         return int(np.minimum(counts, self.dim).sum())
+
+    def restricted_rank_bound(self, held: np.ndarray) -> tuple[int, int]:
+        """(bound, needed) for the Hessian plus a positive curvature on the items ``held`` (a
+        boolean mask): it is singular unless the data identify the directions left free,
+        {v : v_i = 0 for held i, sum v = 0}, of dimension ``needed`` = d (#free - 1) (d #free if
+        nothing is held... and every item is free, the plain case).  Rows on edges between two
+        held items say nothing there; each other edge spans at most min(n_e, d) dimensions."""
+        held = np.asarray(held, dtype=bool)
+        free = int(np.count_nonzero(~held))
+        needed = self.dim * (free - 1) if free else 0
+        counts = np.bincount(self.edge_id[: self.t], minlength=len(self.edge_lo))
+        touches_free = ~(held[np.asarray(self.edge_lo, dtype=np.intp)] & held[np.asarray(self.edge_hi, dtype=np.intp)])
+        return int(np.minimum(counts, self.dim)[touches_free].sum()), needed
 
     @property
     def n_parameters(self) -> int:
@@ -163,7 +181,10 @@ class ComparisonData:
         """Q' grad L at margins u, flat ((n-1) d,)."""
         if self.design is not None:
             t = self.t
-            return (self.m[:t] * expit(u) - self.wins[:t]) @ self.design[:t]
+            residual = expit(u)  # m sigma(u) - wins, in place (the same products: IEEE * commutes)
+            residual *= self.m[:t]
+            residual -= self.wins[:t]
+            return residual @ self.design[:t]
         return to_reduced(self.gradient(None, u)).ravel()
 
     def reduced_row(self, k: int) -> np.ndarray:

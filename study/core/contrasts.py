@@ -46,6 +46,23 @@ def basis(n: int) -> np.ndarray:
     return q
 
 
+# numpy's cumsum along axis 0 walks the array column by column: for many columns (a block of
+# right-hand sides, the reduced Hessian's n x n d^2 blocks) a loop of row additions is 5-8x faster
+# (measured: 0.75 vs 5.5 ms at 100 x 10,000) and adds in the same order, so gives the same bits
+ROW_LOOP_FROM = 512
+
+
+def cumsum0(v: np.ndarray) -> np.ndarray:
+    """np.cumsum(v, axis=0), bit for bit, by row additions where rows are long."""
+    if v.size < ROW_LOOP_FROM * v.shape[0] or v.shape[0] < 2:
+        return np.cumsum(v, axis=0)
+    out = np.empty(v.shape, dtype=np.result_type(v.dtype, np.float64) if v.dtype.kind != "f" else v.dtype)
+    out[0] = v[0]
+    for i in range(1, v.shape[0]):
+        np.add(out[i - 1], v[i], out=out[i])
+    return out
+
+
 def to_reduced(v: np.ndarray) -> np.ndarray:
     """Q' v along axis 0: (n, ...) -> (n-1, ...)."""
     n = v.shape[0]
@@ -54,7 +71,7 @@ def to_reduced(v: np.ndarray) -> np.ndarray:
         return (q.T @ v.reshape(n, -1)).reshape((n - 1,) + v.shape[1:])
     scale = _scale(n).reshape((n - 1,) + (1,) * (v.ndim - 1))
     k = np.arange(1, n, dtype=float).reshape(scale.shape)
-    return (np.cumsum(v[:-1], axis=0) - k * v[1:]) * scale
+    return (cumsum0(v[:-1]) - k * v[1:]) * scale
 
 
 def from_reduced(w: np.ndarray) -> np.ndarray:
@@ -64,7 +81,7 @@ def from_reduced(w: np.ndarray) -> np.ndarray:
         q = basis(n)
         return (q @ w.reshape(n - 1, -1)).reshape((n,) + w.shape[1:])
     a = w * _scale(n).reshape((n - 1,) + (1,) * (w.ndim - 1))
-    tail = np.cumsum(a[::-1], axis=0)[::-1]  # tail[j] = a[j] + ... + a[n-2]
+    tail = cumsum0(a[::-1])[::-1]  # tail[j] = a[j] + ... + a[n-2]
     out = np.empty((n,) + w.shape[1:])
     out[0] = tail[0]
     out[1:-1] = tail[1:]

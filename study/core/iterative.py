@@ -4,7 +4,7 @@ at every step (issue 16: a per-step cost that does not grow with T).
 K = C'(H_L + diag(q) (x) I)C is applied exactly, in O(t d) per product: theta-form v = Q w, then
 H_L v = R'(w * R v) by a gather and two bincounts over the stored rows
 (:meth:`study.core.likelihood.ComparisonData.design_times`), and the quadratic weights by the
-Helmert transform.  The preconditioner is a factor of an earlier K (:func:`study.core.systems.factorize`:
+Helmert transform.  The preconditioner is a factor of an earlier K (:func:`study.core.systems.preconditioner`:
 the dense reduced Hessian or the t x t row-space system), kept on the data store and reused from
 step to step, with each new comparison row folded in by a Woodbury term
 (:class:`study.core.systems.Factor`).  Between steps K changes by the new rows and by a slow drift
@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import LinAlgError
 
+from . import costs
 from .contrasts import from_reduced, to_reduced
 from .likelihood import ComparisonData
-from .systems import ExplicitInverse, Factor, factorize, make_explicit
+from .systems import ExplicitInverse, Factor, preconditioner
 
 # From this many free parameters on, Newton systems are solved by PCG with a reused factor
 # (measured: below it a fresh factor costs less than the iterations' numpy calls).
@@ -98,7 +99,7 @@ class IterativeFactor:
         if fresh or data.preconditioner is None:
             # single precision only where every item has a positive weight (ridge or tie-break),
             # which bounds the condition number; without one (identified opt1) it can be 1e8
-            base = make_explicit(factorize(data, self.u, self.quad).base, single=bool(np.all(self.quad > 0.0)))
+            base = preconditioner(data, self.u, self.quad, single=bool(np.all(self.quad > 0.0)))
             order = data.n_parameters if isinstance(base, ExplicitInverse) else data.t
             data.preconditioner = Factor(base)
             data.preconditioner_budget = max(MIN_REBUILD_ITERATIONS, REBUILD_PER_ROW * order)
@@ -118,8 +119,10 @@ class IterativeFactor:
         data.preconditioner_stale += iterations - 1
         if not ok:  # the kept factor has gone stale: rebuild it here and solve again
             base = self._base(fresh=True)
-            x, iterations, ok = conjugate_gradients(self._product, base.solve, rhs, atol=atol)
-            self.iterations += iterations
+            x, more, ok = conjugate_gradients(self._product, base.solve, rhs, atol=atol)
+            self.iterations += more
+            iterations += more
+        costs.add("pcg_iterations", iterations)
         return x
 
     def approximate_solve(self, rhs: np.ndarray) -> np.ndarray:

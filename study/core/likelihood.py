@@ -139,6 +139,56 @@ class ComparisonData:
         touches_free = ~(held[np.asarray(self.edge_lo, dtype=np.intp)] & held[np.asarray(self.edge_hi, dtype=np.intp)])
         return int(np.minimum(counts, self.dim)[touches_free].sum()), needed
 
+    def item_rank_bounds(self) -> np.ndarray:
+        """c_i = sum over the edges e at item i of min(n_e, d): a bound on the dimension of the span
+        of the contexts of the rows that compare item i (the rows of edge e span at most min(n_e, d))."""
+        n_edges = len(self.edge_lo)
+        capped = np.minimum(np.bincount(self.edge_id[: self.t], minlength=n_edges), self.dim).astype(float)
+        lo, hi = np.asarray(self.edge_lo, dtype=np.intp), np.asarray(self.edge_hi, dtype=np.intp)
+        return (np.bincount(lo, capped, self.n_items) + np.bincount(hi, capped, self.n_items)).astype(np.int64)
+
+    def null_pair(self, held: np.ndarray | None = None):
+        """A witness that the reduced Hessian of L, plus any positive curvature on the items
+        ``held`` (a boolean mask; the ball multipliers of opt1), is singular -- whatever theta and
+        the rows' weights -- found from the edges' row counts alone, or None.
+
+        The null vector argument: let the rows that compare item i or item j span fewer than d
+        dimensions of context space (bounded by c_i + c_j - min(n_ij, d) < d, :meth:`item_rank_bounds`,
+        n_ij the rows of the edge (i, j) if there is one), so that some z != 0 is orthogonal to all of
+        them.  Take v = e_i (x) z - e_j (x) z: it sums to zero over the items, and every row k has
+        r_k'v = x_k'(v_b - v_a) = 0 (a row touching i or j has v_b - v_a in {0, +-z, +-2z} and
+        x_k'z = 0; any other row has v_b = v_a = 0).  So v'(sum_k w_k r_k r_k')v = 0 for every choice of
+        weights, and if neither i nor j is held the multipliers' curvature sum_h nu_h ||v_h||^2 is 0
+        too: v (reduced: Q'v != 0) is an exact null vector and theta is not identified.  With nothing
+        held, one item suffices: if the rows of item i span fewer than d dimensions (c_i < d), then
+        v = e_i (x) z has H v = 0, and so has its projection on the sum-zero space, v - 1 (x) z / n
+        (L is invariant to adding 1 (x) z to theta).  Returns (i, j) (j = -1: the single item), or None.
+        """
+        held = np.zeros(self.n_items, dtype=bool) if held is None else np.asarray(held, dtype=bool)
+        bounds = self.item_rank_bounds()
+        candidates = np.flatnonzero(~held & (bounds < self.dim))
+        if candidates.size == 0:
+            return None
+        if not held.any():
+            return int(candidates[0]), -1
+        if candidates.size < 2:
+            return None
+        position = np.full(self.n_items, -1)
+        position[candidates] = np.arange(candidates.size)
+        joint = bounds[candidates][:, None] + bounds[candidates][None, :]
+        lo, hi = np.asarray(self.edge_lo, dtype=np.intp), np.asarray(self.edge_hi, dtype=np.intp)
+        shared = (position[lo] >= 0) & (position[hi] >= 0)  # edges between two candidates: counted twice
+        if shared.any():
+            capped = np.minimum(np.bincount(self.edge_id[: self.t], minlength=len(lo)), self.dim)
+            a, b = position[lo[shared]], position[hi[shared]]
+            joint[a, b] -= capped[shared]
+            joint[b, a] -= capped[shared]
+        np.fill_diagonal(joint, self.dim)
+        found = np.argwhere(joint < self.dim)
+        if found.size == 0:
+            return None
+        return int(candidates[found[0, 0]]), int(candidates[found[0, 1]])
+
     @property
     def n_parameters(self) -> int:
         """Free parameters on the sum-zero space, (n - 1) d."""
@@ -215,10 +265,13 @@ class ComparisonData:
         lo = np.asarray(self.edge_lo, dtype=np.intp)
         hi = np.asarray(self.edge_hi, dtype=np.intp)
         blocks = np.zeros((n, n, d, d))
-        np.add.at(blocks, (lo, lo), grams)
-        np.add.at(blocks, (hi, hi), grams)
-        np.add.at(blocks, (lo, hi), -grams)
-        np.add.at(blocks, (hi, lo), -grams)
+        diagonal = np.zeros((n, d, d))  # summed in the order of np.add.at on the blocks (lo, then hi)
+        np.add.at(diagonal, lo, grams)
+        np.add.at(diagonal, hi, grams)
+        items = np.arange(n)
+        blocks[items, items] = diagonal
+        blocks[lo, hi] = -grams  # one edge per pair: an assignment, not an accumulation
+        blocks[hi, lo] = -grams
         return blocks
 
     def hessian(self, theta: np.ndarray) -> np.ndarray:

@@ -7,19 +7,23 @@
 
 Both are solved by one routine: safeguarded Newton (Armijo backtracking) in reduced coordinates
 on the sum-zero subspace, theta = Q beta (Q orthonormal Helmert contrasts, applied by the fast
-transforms of :mod:`study.core.contrasts`; margins and gradients in item form, O(t d)), each Newton
-system solved exactly by :func:`study.core.systems.factorize` (the t x t row-space system while rows
-are fewer than parameters, the dense reduced Hessian otherwise), warm-started from theta(t-1)
-and from the previous step's factor with the new row folded in by a Woodbury update (chord
-steps, undone and refactorised when they do not cut the residual tenfold); the ball
-constraints are handled by per-item Lagrange multipliers nu_i >= 0 found by projected Newton
-ascent on the (concave) dual, each dual point solved by the inner Newton.  The dual Newton step
-is taken on the secular form
-1/||theta_i|| - 1/gamma (More & Sorensen), its line search starts from twice the last accepted
-step, and a projected scaled-gradient step is the fallback when projection leaves Newton no
-move.  Stopping rule: the KKT residual ||Q'(grad F)||_inf <= tol * (1 + total comparisons) with
-tol = 1e-11 (1e-10 with a ridge), and ball violation/complementarity below ``BALL_TOL * gamma^2``
-(BALL_TOL = 1e-5).
+transforms of :mod:`study.core.contrasts`; margins and gradients in item form, O(t d);
+:mod:`study.core.newton`), each Newton system solved exactly by :func:`study.core.systems.factorize`
+(the t x t row-space system while rows are fewer than parameters, the dense reduced Hessian
+otherwise) or, from 300 parameters, by PCG (:mod:`study.core.iterative`), warm-started from
+theta(t-1) and from the previous step's factor with the new row folded in by a Woodbury update
+(chord steps, undone and refactorised when they do not cut the residual tenfold).  The ball
+constraints (:mod:`study.core.balls`) are handled by per-item Lagrange multipliers nu_i >= 0,
+found by projected Newton ascent on the (concave) dual, each dual point solved by the inner
+Newton (the dual Newton step on the secular form 1/||theta_i|| - 1/gamma (More & Sorensen), its
+line search from twice the last accepted step, a projected scaled-gradient step where projection
+leaves Newton no move), or by Newton's method on the KKT system with a primal-dual active set:
+the exact opt1 problems (no tie-break term) start with it, and fall back on it where the dual
+method fails; a failed exact problem is never restarted from nu = 0 (issue 27: on near-separable
+data that restart took hours and failed).  Stopping rule: the KKT residual ||Q'(grad F)||_inf <=
+tol * (1 + total comparisons) with tol = 1e-11 (1e-10 with a ridge), and ball
+violation/complementarity below ``BALL_TOL * gamma^2`` (BALL_TOL = 1e-5); either solver meeting it
+computes the estimate (tests/core/test_balls.py checks that they agree).
 
 Tie-break.  Early on the data leave directions of theta unidentified (items or directions not yet
 compared) and stage-1's argmin is a whole affine set.  We pick a point of it explicitly: add the
@@ -32,32 +36,38 @@ their value from theta(0)); ``'min_norm'`` uses 0 (the minimum-norm argmin).  Th
 only when the objective has no ridge and is dropped (``prox=0``) once the argmin is unique: the
 data identify theta, or active balls do (the reduced Hessian of L plus the multipliers' curvature
 is well conditioned), in which case opt1 is re-solved exactly and the tie-broken point kept only
-if that near-separable exact problem fails to converge.
+if that near-separable exact problem fails to converge.  Before the dense identification test
+(a Cholesky factor of the (n-1)d reduced Hessian) two exact shortcuts settle most steps that are
+surely not identified: the rank bound over the rows' edges, and an exact null vector e_i (x) z -
+e_j (x) z of two items without an active ball whose rows span fewer than d contexts
+(:meth:`study.core.likelihood.ComparisonData.null_pair`, where the argument is given).
 """
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import LinAlgError, lapack
-from scipy.special import expit
 
 from . import _validate as check
-from . import decisions
+from . import costs, decisions
+from .balls import active_set_newton, dual_ascent
 from .contrasts import from_reduced, to_reduced
 from .guards import check_fit_size
-from .iterative import IterativeFactor, iterative
 from .likelihood import ComparisonData
+from .newton import Objective, newton
 from .separation import nonconvergence_advice, refuse_if_separable
-from .systems import cholesky, factorize, reduced_hessian, reduced_weights
+from .systems import cholesky, reduced_hessian
 
 TIE_BREAK_WEIGHT = 1e-4
 DEFAULT_TOL = 1e-11
 RIDGE_TOL = 1e-10
 BALL_TOL = 1e-5  # relative slack allowed on ||theta_i||^2 <= gamma^2
-FORCING = 1e-3  # inexact Newton (iterative solver): the step solves K d = -g to FORCING * ||g||_inf
+# the exact opt1 re-solve starts with Newton on the KKT system (primal-dual active set) from the
+# tie-broken point, for at most this many iterations (measured on the long-horizon runs: it converges
+# within them in ~85% of re-solves and costs 15% less than the dual method there), then the dual method
+EXACT_ACTIVE_SET_ITERATIONS = 25
 
 
 @dataclass
@@ -68,184 +78,6 @@ class FitResult:
     kkt_residual: float  # ||Q' grad F||_inf of the solved objective (proximal term included)
     converged: bool
     factor: object = None  # Cholesky factor of the last reduced Hessian (a warm start for the next fit)
-
-
-class _Objective:
-    """F(theta) = L(theta) + sum_i quad_i/2 ||theta_i||^2 - <lin, theta> on the sum-zero space, in
-    reduced coordinates theta = Q beta (beta flat, length (n-1) d): since Q'Q = I the quadratic
-    term is beta' (Q' diag(quad) Q (x) I) beta / 2 and the linear one <Q' lin, beta>.  Margins
-    and gradients are computed in item form (O(t d)) and moved by the fast Helmert transform."""
-
-    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None, lin_r=None):
-        self.data, self.quad, self.lin = data, quad, lin
-        self.k, self.d = data.n_items - 1, data.dim
-        # ndarray methods, not np.all: this object is built several times a step, where the
-        # module-level functions' dispatch is a measurable part of the cost
-        self.uniform = bool((quad == quad[0]).all())
-        self.strictly_convex = bool((quad > 0.0).all())
-        self.iterative = iterative(data)
-        # Q' diag(quad) Q: explicitly ((n-1)^2) for small n, by the Helmert transform (O(n d)) for large
-        self.small = None if self.uniform or self.iterative else reduced_weights(quad)
-        if lin_r is None and lin is not None:  # Q' lin, flat (may be passed in: the dual loop reuses it)
-            lin_r = to_reduced(lin).ravel()
-        self.lin_r = lin_r
-        self._last_penalty = None
-
-    def margins(self, beta):
-        return self.data.reduced_margins(beta)
-
-    def _penalty_gradient(self, beta):
-        if self.uniform:
-            return self.quad[0] * beta
-        if self.small is None:  # two Helmert transforms: kept for the last beta (value and gradient share it)
-            if self._last_penalty is None or self._last_penalty[0] is not beta:
-                self._last_penalty = (beta, to_reduced(self.quad[:, None] * from_reduced(beta.reshape(self.k, self.d)))
-                                      .ravel())
-            return self._last_penalty[1]
-        return (self.small @ beta.reshape(self.k, self.d)).ravel()
-
-    def factor(self, u):
-        """The Newton system at margins u: factorised, or (large problems) solved by PCG."""
-        if self.iterative:
-            return IterativeFactor(self.data, u, self.quad)
-        return factorize(self.data, u, self.quad)
-
-    def value(self, beta, u):
-        val = self.data.nll(None, u) + 0.5 * float(beta @ self._penalty_gradient(beta))
-        if self.lin_r is not None:
-            val -= float(self.lin_r @ beta)
-        return val
-
-    def gradient(self, beta, u):
-        """Q' grad F, flat."""
-        grad = self.data.reduced_gradient(u) + self._penalty_gradient(beta)
-        if self.lin_r is not None:
-            grad = grad - self.lin_r
-        return grad
-
-
-def _line_minimum(objective, beta, u, direction, slope, max_iterations=30) -> float:
-    """argmin over s > 0 of F(beta + s direction) to 1e-3 of the initial slope: safeguarded
-    Newton on the derivative, which costs O(t) per evaluation because the margins are affine in s
-    (u + s a with a the direction's margins).  Far from the optimum of a near-separable fit the
-    Newton step's length is badly off while its direction is sound; the exact length saves outer
-    iterations, each of which needs a new factorisation.  Falls back on 1 (the Newton step)."""
-    a = objective.margins(direction)
-    data = objective.data
-    t = data.t
-    m, wins = data.m[:t], data.wins[:t]
-    penalty = objective._penalty_gradient(direction)
-    curvature_pen, offset = float(direction @ penalty), float(beta @ penalty)
-    if objective.lin_r is not None:
-        offset -= float(objective.lin_r @ direction)
-
-    def derivatives(step):
-        sig = expit(u + step * a)
-        return (float((m * sig - wins) @ a) + offset + step * curvature_pen,
-                float((m * sig * (1.0 - sig)) @ (a * a)) + curvature_pen)
-
-    lo, hi = 0.0, None
-    step = 1.0
-    for _ in range(max_iterations):
-        first, second = derivatives(step)
-        if not math.isfinite(first):
-            return 1.0
-        if abs(first) <= 1e-3 * abs(slope):
-            return step
-        if first < 0.0:
-            lo = step
-        else:
-            hi = step
-        trial = step - first / second if second > 0.0 else np.inf
-        if hi is None:
-            step = trial if math.isfinite(trial) and trial > step else 2.0 * step
-        elif lo < trial < hi:
-            step = trial
-        else:
-            step = 0.5 * (lo + hi)
-    return step if lo > 0.0 else 1.0
-
-
-def _newton(objective: _Objective, theta: np.ndarray, tol: float, max_steps: int, factor_hint=None):
-    """Minimise ``objective`` over theta = Q beta from ``theta`` (assumed sum-zero).
-
-    Safeguarded Newton: Armijo backtracking while the predicted decrease is visible in floating
-    point; once it is below 1e-10 |F| (the quadratic model is then exact to working precision)
-    the full step is taken, and the loop stops if the KKT residual no longer falls.
-    ``factor_hint``, a Cholesky factor of a nearby reduced Hessian (the previous time step's), is
-    tried first for chord steps: full steps, each kept only if it cuts the KKT residual tenfold
-    (otherwise undone, and the factor refreshed).  Returns theta (not beta) and its margins."""
-    data = objective.data
-    n, d = theta.shape
-    factor = factor_hint
-    # chord steps reuse an old factor; the iterative solver reuses its preconditioner instead
-    chord = factor_hint is not None and not objective.iterative
-    beta = to_reduced(theta).ravel()
-    u = objective.margins(beta)
-    value = None  # F(beta), computed only when a line search needs it (chord steps never do)
-    previous = np.inf
-    hessians = 0
-    precise = False  # True once steps are taken in the "model exact to working precision" regime
-    before_chord = None  # the point a chord step started from, to return to if it fails
-    strictly_convex = objective.strictly_convex
-
-    def done(ok):
-        return from_reduced(beta.reshape(n - 1, d)), hessians, residual, ok, factor, u
-
-    for _ in range(3 * max_steps + 3):
-        grad = objective.gradient(beta, u)
-        residual = float(np.abs(grad).max())
-        if chord and not residual <= 0.1 * previous:  # the old factor is not good enough here: undo, refresh
-            chord = False
-            beta, u, value, grad, residual = before_chord
-        if residual <= tol:
-            return done(True)
-        if precise and residual >= previous:  # stalled at working precision
-            return done(residual <= 1e3 * tol)
-        if not chord:
-            if hessians >= max_steps:
-                break
-            factor = objective.factor(u)
-            hessians += 1
-        previous = residual
-        # the iterative solver's forcing term: an inexact Newton step, accurate to a small part of
-        # the residual and well below the stopping tolerance
-        direction = -(factor.solve(grad, atol=max(0.2 * tol, FORCING * residual)) if objective.iterative
-                      else factor.solve(grad))
-        slope = float(grad @ direction)
-        if not math.isfinite(slope) or slope >= 0:  # not a descent direction: refresh, else steepest descent
-            if chord:
-                chord = False
-                previous = np.inf
-                continue
-            direction = -grad
-            slope = float(grad @ direction)
-        if chord:  # a full chord step, judged by the residual at the next iteration
-            before_chord = (beta, u, value, grad, residual)
-            beta = beta + direction
-            u, value = objective.margins(beta), None
-            continue
-        if value is None:
-            value = objective.value(beta, u)
-        if -slope < 1e-10 * (1.0 + abs(value)):
-            precise = True
-            beta = beta + direction
-            u, value = objective.margins(beta), None
-            continue
-        # exact line search only where the minimiser is unique whatever the path (every weight
-        # positive): the exact opt1 re-solve's success, and so the estimate, depends on its path
-        size = _line_minimum(objective, beta, u, direction, slope) if strictly_convex else 1.0
-        for _ in range(60):
-            trial = beta + size * direction
-            trial_u = objective.margins(trial)
-            trial_value = objective.value(trial, trial_u)
-            if math.isfinite(trial_value) and trial_value <= value + 1e-4 * size * slope:
-                break
-            size *= 0.5
-        else:
-            return done(residual <= 1e3 * tol)
-        beta, u, value = trial, trial_u, trial_value
-    return done(False)
 
 
 def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, radius: float | None = None,
@@ -269,13 +101,13 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     abs_tol = tol * (1.0 + data.total_comparisons)
 
     if radius is None:
-        theta, steps, residual, ok, factor, _ = _newton(_Objective(data, base_quad, lin), theta, abs_tol,
-                                                        max_steps, factor_hint)
+        theta, steps, residual, ok, factor, _ = newton(Objective(data, base_quad, lin), theta, abs_tol,
+                                                       max_steps, factor_hint)
         if prox > 0.0:
             theta, residual = _polish(data, theta, ridge, factor, abs_tol)
         return _finish(theta, theta_start, np.zeros(n), steps, residual, ok, factor)
 
-    # Ball constraints: projected Newton ascent on the dual over nu >= 0.
+    # Ball constraints: projected Newton ascent on the dual over nu >= 0 (study.core.balls).
     gamma2 = float(radius) ** 2
     feas_tol = BALL_TOL * gamma2
     nu = np.zeros(n) if multipliers is None else np.maximum(np.asarray(multipliers, float), 0.0)
@@ -284,131 +116,77 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         norms = np.sqrt((theta * theta).sum(axis=1))  # = np.linalg.norm(theta, axis=1), without its overhead
         theta = theta * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
         theta -= theta.sum(axis=0) / n
-    total_steps = 0
-
-    def inner(nu_value, start, hint):
-        objective = _Objective(data, base_quad + nu_value, lin, lin_r)
-        sol, steps, res, ok, inner_factor, u = _newton(objective, start, abs_tol, max_steps, hint)
-        dual = objective.value(to_reduced(sol).ravel(), u) - 0.5 * gamma2 * float(nu_value.sum())
-        slack = 0.5 * (np.einsum("id,id->i", sol, sol) - gamma2)  # the dual gradient
-        return sol, steps, res, ok, dual, slack, inner_factor
-
-    def projected(nu_value, slack):
-        return np.where(nu_value > 0.0, slack, np.maximum(slack, 0.0))
-
-    theta, steps, residual, ok, dual, slack, last_factor = inner(nu, theta, factor_hint)
-    total_steps += steps
-    factor = None
-    converged = False
-    first_size = 1.0  # the dual line search starts from twice the last accepted step size
-    for _ in range(max_dual_steps):
-        gap = float(np.abs(projected(nu, slack)).max())
-        if gap <= feas_tol:
-            converged = ok
-            break
-        # Projected Newton ascent on the concave dual (Bertsekas 1982): multipliers at zero whose
-        # constraint is slack stay fixed; the others take a Newton step, then project onto nu >= 0.
-        free = np.flatnonzero(~((nu <= 0.0) & (slack < 0.0)))
-        quad = base_quad + nu
-        objective = _Objective(data, quad, lin, lin_r)
-        factor = objective.factor(data.margins(theta))
-        total_steps += 1
-        # = -(Hessian of the dual); large problems: from the kept factor (exact curvature, by a PCG
-        # solve per free item, did not bring the fits closer to a direct solver's: measured 7.5e-5
-        # vs 7.0e-5 on the long-horizon agreement test, the ball tolerance, since the starts differ)
-        curvature = _dual_curvature(theta, free, factor, objective.iterative, exact=False)
-        curvature += 1e-12 * max(float(np.trace(curvature)), 1e-300) * np.eye(free.size)
-        newton = np.zeros(n)
-        # Newton on the secular form 1/||theta_i|| - 1/gamma (More & Sorensen 1983), which is
-        # nearly linear in nu where ||theta_i(nu)|| falls like 1/nu: outside the ball this
-        # lengthens the plain Newton step on the slack by 2||theta_i||^2 / (gamma (||theta_i|| + gamma)).
-        norms = np.sqrt(2.0 * slack[free] + gamma2)
-        scale = np.maximum(1.0, 2.0 * norms ** 2 / (radius * (norms + radius)))
-        newton[free] = np.linalg.solve(curvature, scale * slack[free])
-        # If projection onto nu >= 0 leaves the Newton step nothing (coupling can point it below
-        # zero for a violated ball), fall back on the diagonally scaled projected gradient step.
-        scaled_gradient = np.zeros(n)
-        scaled_gradient[free] = slack[free] / np.maximum(np.diag(curvature), 1e-300)
-        accepted = False
-        for step, size in ((newton, first_size), (scaled_gradient, 1.0)):
-            for _ in range(40):
-                trial_nu = np.maximum(nu + size * step, 0.0)
-                if np.array_equal(trial_nu, nu):
-                    break
-                trial = inner(trial_nu, theta, factor)
-                total_steps += trial[1]
-                rise = trial[4] - dual
-                if rise >= 1e-4 * float(slack @ (trial_nu - nu)) or (
-                        abs(rise) <= 1e-12 * (1.0 + abs(dual))
-                        and float(np.abs(projected(trial_nu, trial[5])).max()) < gap):
-                    accepted = True
-                    break
-                size *= 0.5
-            if accepted:
-                break
-        if not accepted:
-            break
-        first_size = min(1.0, 2.0 * size) if step is newton else first_size
-        nu = trial_nu
-        theta, _, residual, ok, dual, slack, last_factor = trial
-    if not converged and factor_hint is not None:  # a stale warm start can mislead: retry cold
+    ball = dict(radius=radius, base_quad=base_quad, abs_tol=abs_tol, feas_tol=feas_tol)
+    fit = dual_ascent(data, theta, nu, lin=lin, lin_r=lin_r, max_steps=max_steps, max_dual_steps=max_dual_steps,
+                      factor_hint=factor_hint, **ball)
+    if not fit.converged and prox == 0.0 and multipliers is not None:
+        # an exact opt1 problem from a warm start (the data identify theta, or the active balls of a
+        # tie-broken point do): where the dual method stalls or fails (nu = 0 on an item can leave its
+        # inner problem without a minimiser), Newton on the KKT system from the dual's last iterate;
+        # if that fails too, the caller's fallback (never a cold restart from nu = 0, which on
+        # near-separable data takes up to hours and fails: issue 27)
+        # Its point is kept only where the second-order condition holds there (L plus the new
+        # multipliers' curvature identifies theta): on separable data a point with |margins| ~ 25
+        # meets the KKT tolerance without being the unique argmin the exact problem presumes.
+        exact = active_set_newton(data, fit.theta, fit.nu, **ball)
+        if exact.converged and _unique(data, exact.theta, base_quad + exact.nu):
+            return _finish(exact.theta, theta_start, exact.nu, fit.steps + exact.steps, exact.residual, True,
+                           exact.factor)
+    elif not fit.converged and factor_hint is not None:  # a stale warm start can mislead: retry cold
         return solve(data, theta_start, ridge=ridge, radius=radius, reference=reference, prox=prox,
                      tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps)
+    theta, nu, residual, converged, last_factor = fit.theta, fit.nu, fit.residual, fit.converged, fit.factor
     if converged and prox > 0.0 and not np.any(nu) and last_factor is not None:
         polished, polished_residual = _polish(data, theta, ridge, last_factor, abs_tol)
         # near-separable directions are held only by the tie-break term: keep it there
         if np.all(np.einsum("id,id->i", polished, polished) <= gamma2 + feas_tol):
             theta, residual = polished, polished_residual
-    elif (converged and prox > 0.0
-          and data.rank_bound() + d * int(np.count_nonzero(nu)) >= data.n_parameters  # else surely not
-          and _free_directions_covered(data, nu)  # likewise, on the items without an active ball
-          and identified(data, theta, base_quad - prox + nu)):
+    elif converged and prox > 0.0 and _unique(data, theta, base_quad - prox + nu):
         # active balls make the argmin unique (the data plus the multipliers' curvature identify
-        # theta): the tie-break is moot, so drop its term and solve opt1 exactly; if that exact
-        # problem is too ill-conditioned to converge, the tie-broken point is kept
+        # theta): the tie-break is moot, so drop its term and solve opt1 exactly from the tie-broken
+        # point and multipliers (Newton on the KKT system, then the dual method, then Newton on the
+        # KKT system from the dual's last point); if that near-separable exact problem does not
+        # converge, the tie-broken point is kept
+        costs.add("exact_resolves")
+        first = active_set_newton(data, theta, nu, **dict(ball, base_quad=base_quad - prox),
+                                  max_iterations=EXACT_ACTIVE_SET_ITERATIONS)
+        # kept only where the identification test holds at its own point with its own multipliers:
+        # the tie-broken point's multipliers can make the test pass where the exact problem's argmin
+        # is flat (an early step, theta(0) outside the balls), and a point of that flat set is no estimate
+        if first.converged and _unique(data, first.theta, base_quad - prox + first.nu):
+            return _finish(first.theta, theta_start, first.nu, fit.steps + first.steps, first.residual, True,
+                           first.factor)
         exact = solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
                       max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=last_factor)
         if exact.converged:
             return exact
-    return _finish(theta, theta_start, nu, total_steps, residual, converged, last_factor)
+        costs.add("exact_fallbacks")
+    return _finish(theta, theta_start, nu, fit.steps, residual, converged, last_factor)
 
 
-CHUNK_ENTRIES = 1 << 21  # n d c floats per block of columns (16 MB) in the dual curvature
-
-
-def _dual_curvature(theta, free, factor, iterative: bool, exact: bool = True) -> np.ndarray:
-    """-(Hessian of the dual) over the free multipliers: c_f' K^{-1} c_g with c_f = Q'(e_f (x) theta_f).
-    Small problems: all columns at once, exactly.  Large ones, in blocks of columns so that nothing
-    of size n^2 d is formed: by PCG if ``exact``, else from the iterative solver's kept factor (a
-    quasi-Newton dual step; the dual's stopping rule is unchanged), in item form where it allows."""
-    n, d = theta.shape
-    if not iterative:
-        item_cols = np.zeros((n, d, free.size))  # e_i (x) theta_i for the free items
-        item_cols[free, :, np.arange(free.size)] = theta[free]
-        cols = to_reduced(item_cols).reshape((n - 1) * d, free.size)
-        return cols.T @ factor.solve(cols)
-    quadratic = None if exact else factor.approximate_item_quadratic(theta, free)
-    if quadratic is not None:  # the row-space factor: in item form, O(t |free| (t + d))
-        return 0.5 * (quadratic + quadratic.T)
-    solve = factor.solve if exact else factor.approximate_solve
-    curvature = np.empty((free.size, free.size))
-    width = max(1, CHUNK_ENTRIES // (n * d))
-    for start in range(0, free.size, width):
-        block = free[start: start + width]
-        item_cols = np.zeros((n, d, block.size))
-        item_cols[block, :, np.arange(block.size)] = theta[block]
-        solved = solve(to_reduced(item_cols).reshape((n - 1) * d, block.size))
-        item_solved = from_reduced(solved.reshape(n - 1, d, block.size))  # Phi-like, item form
-        curvature[:, start: start + block.size] = np.einsum("fd,fdc->fc", theta[free], item_solved[free])
-    return 0.5 * (curvature + curvature.T)
+def _unique(data, theta, quad) -> bool:
+    """Does L plus the per-item curvatures ``quad`` (ridge and ball multipliers) identify theta at
+    ``theta``: the cheap necessary conditions first, then the dense test (:func:`identified`)."""
+    held = quad > 0.0
+    return (data.rank_bound() + data.dim * int(np.count_nonzero(held)) >= data.n_parameters  # else surely not
+            and _free_directions_covered(data, quad)  # likewise, on the items without an active ball
+            and identified(data, theta, quad))
 
 
 def _free_directions_covered(data, nu) -> bool:
     """Could the data identify the directions no active ball holds (v_i = 0 where nu_i > 0, sum
-    v = 0)?  If not, L plus the multipliers' curvature is singular there: a necessary condition
-    for :func:`identified`, checked from the rows' edges alone (no factorisation)."""
-    bound, needed = data.restricted_rank_bound(nu > 0.0)
-    return bound >= needed
+    v = 0)?  If not, L plus the multipliers' curvature is singular there: necessary conditions
+    for :func:`identified`, checked from the rows' edges alone (no factorisation): the rank bound
+    over the edges that touch a free item, and no two free items whose rows together span fewer
+    than d contexts (:meth:`ComparisonData.null_pair`: an exact null vector e_i (x) z - e_j (x) z)."""
+    held = nu > 0.0
+    bound, needed = data.restricted_rank_bound(held)
+    if bound < needed:
+        return False
+    if data.null_pair(held) is not None:
+        costs.add("null_vector_shortcuts")
+        return False
+    return True
 
 
 def new_row_term(data: ComparisonData, theta: np.ndarray) -> np.ndarray:
@@ -423,6 +201,7 @@ def new_row_term(data: ComparisonData, theta: np.ndarray) -> np.ndarray:
 
 def identified(data, theta, quad, rcond: float = 1e-10) -> bool:
     """Is the reduced Hessian of L (+ the given per-item quadratic weights) well conditioned?"""
+    costs.add("identification_tests")
     matrix = reduced_hessian(data, data.margins(theta), quad)
     try:
         factor = cholesky(matrix)

@@ -21,8 +21,9 @@ that the previous step's factor serves the next step's chord iterations.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import LinAlgError, lapack
+from scipy.linalg import LinAlgError, blas, lapack
 
+from . import costs
 from .contrasts import basis, from_reduced, to_reduced
 from .likelihood import ComparisonData
 
@@ -105,9 +106,10 @@ def reduced_hessian(data: ComparisonData, u: np.ndarray, quad=None) -> np.ndarra
             qe = q[np.asarray(data.edge_hi, dtype=np.intp)] - q[np.asarray(data.edge_lo, dtype=np.intp)]
             data._reduced_map = cache = (n_edges, np.einsum("ea,eb->abe", qe, qe).reshape(k * k, n_edges))
         red = (cache[1] @ grams.reshape(n_edges, d * d)).reshape(k, k, d, d)
-    else:  # item blocks of H, then Q' on both item axes: O(n^2 d^2)
+    else:  # item blocks of H, then Q' on both item axes (each transform along a contiguous axis): O(n^2 d^2)
         blocks = data.hessian_blocks(None, u)
-        red = to_reduced(to_reduced(blocks).transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+        half = np.ascontiguousarray(to_reduced(blocks).transpose(1, 0, 2, 3))  # [b, a] = (Q' H)[a, b]
+        red = to_reduced(half).transpose(1, 0, 2, 3)
     red = np.ascontiguousarray(red.transpose(0, 2, 1, 3)).reshape(k * d, k * d)
     return add_quadratic(red, quad, d)
 
@@ -150,7 +152,7 @@ class RowSpaceFactor:
         system = self.sw[:, None] * gram * self.sw[None, :]
         system.flat[:: system.shape[0] + 1] += 1.0
         self.cho = cholesky(system)
-        self.explicit = None  # N^{-1}, when made explicit (:func:`make_explicit`)
+        self.explicit = None  # N^{-1}, when made explicit (:func:`preconditioner`)
         self.constraint = None
         if not self.uniform:  # H^{-1} J (item form, one column per dimension) and (J'H^{-1}J)^{-1}
             n, d = data.n_items, data.dim
@@ -218,44 +220,77 @@ def symmetric_inverse(factor: np.ndarray) -> np.ndarray:
     return np.triu(inverse) + np.triu(inverse, 1).T
 
 
-class ExplicitInverse:
-    """A solver holding A^{-1} explicitly: a solve is one matrix product (gemv, bound by memory
-    traffic), several times faster than the two triangular solves of a Cholesky factor at a few
-    hundred rows and up.  Meant as a preconditioner, by default in single precision (its 1e-7
-    relative rounding, times the condition number, costs conjugate gradients nothing measurable
-    where a ridge bounds that number; their residuals stay in double)."""
+class SymmetricInverse:
+    """A^{-1} held explicitly as its upper triangle (LAPACK dpotri on the Cholesky factor; the
+    strict lower triangle is never read) and applied by BLAS symv/symm: a solve is one pass over
+    half the matrix, bound by memory traffic, several times faster than the two triangular solves
+    of the factor at a few hundred rows and up, and twice as fast as a product with the full
+    symmetrised inverse (which also costs a copy of the matrix to form).  In single precision
+    (``single``) for a preconditioner of a well-conditioned system: its 1e-7 relative rounding,
+    times the condition number, costs conjugate gradients nothing measurable where a ridge or a
+    tie-break weight on every item bounds that number; their residuals stay in double."""
 
-    def __init__(self, factor: np.ndarray, single: bool = True):
-        inverse = symmetric_inverse(factor)
-        self.inverse = inverse.astype(np.float32) if single else inverse
+    def __init__(self, factor: np.ndarray, single: bool = False):
+        upper, info = (lapack.spotri if factor.dtype == np.float32 else lapack.dpotri)(factor)
+        if info != 0:
+            raise LinAlgError(f"potri failed (info={info})")
+        self.upper = upper.astype(np.float32, copy=False) if single else upper
+        self.symv, self.symm = (blas.ssymv, blas.ssymm) if single else (blas.dsymv, blas.dsymm)
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
-        if self.inverse.dtype == np.float32:
-            return (self.inverse @ rhs.astype(np.float32)).astype(float)
-        return self.inverse @ rhs
+        x = rhs.astype(self.upper.dtype, copy=False)
+        out = self.symv(1.0, self.upper, x) if x.ndim == 1 else self.symm(1.0, self.upper, x)
+        return out.astype(float, copy=False)
+
+    __matmul__ = solve
 
 
-def make_explicit(base, single: bool = True):
-    """The same solver with its Cholesky factor replaced by the explicit inverse (for solvers
-    applied many times per factorisation, as a preconditioner is); ``single``: a dense inverse in
-    single precision (well-conditioned systems: a ridge or a tie-break term on every item)."""
-    if isinstance(base, PrimalFactor):
-        return ExplicitInverse(base.cho, single)
-    if isinstance(base, RowSpaceFactor):  # double: N = I + ... / eps is far worse conditioned than K
-        base.explicit = symmetric_inverse(base.cho)
-    return base
+class ExplicitInverse(SymmetricInverse):
+    """The dense reduced Hessian's inverse as a preconditioner (:class:`SymmetricInverse`, by
+    default in single precision)."""
+
+    def __init__(self, factor: np.ndarray, single: bool = True):
+        super().__init__(factor, single)
+
+
+def _row_space(data: ComparisonData, quad: np.ndarray) -> bool:
+    return (ROW_SPACE_MIN_PARAMETERS <= data.n_parameters and data.t < data.n_parameters
+            and data.t <= data.row_space_rows and bool(np.all(quad > 0.0)))
 
 
 def factorize(data: ComparisonData, u: np.ndarray, quad: np.ndarray) -> "Factor":
     """The cheaper exact factor of K at margins u: row space while t < (n-1)d (every q_i > 0 and
     enough parameters for it to pay), else the dense reduced Hessian."""
-    if (ROW_SPACE_MIN_PARAMETERS <= data.n_parameters and data.t < data.n_parameters
-            and data.t <= data.row_space_rows and np.all(quad > 0.0)):
+    costs.add("factorisations")
+    if _row_space(data, quad):
         try:
             return Factor(RowSpaceFactor(data, u, quad))
         except LinAlgError:  # cannot happen in exact arithmetic (N >= I); fall back regardless
             pass
     return Factor(PrimalFactor(reduced_hessian(data, u, quad)))
+
+
+def preconditioner(data: ComparisonData, u: np.ndarray, quad: np.ndarray, single: bool):
+    """A solver of K at margins u held for many applications (the PCG preconditioner of
+    :mod:`study.core.iterative`): the row-space system with its inverse made explicit (double:
+    N = I + ... / eps is far worse conditioned than K), else the dense reduced Hessian's explicit
+    inverse, in single precision if ``single`` -- then factorised and inverted in single precision
+    too (LAPACK spotrf/spotri: half the time of dpotrf/dpotri and of the cast), falling back on
+    double precision where K is not numerically positive definite in single."""
+    costs.add("factorisations")
+    if _row_space(data, quad):
+        try:
+            base = RowSpaceFactor(data, u, quad)
+            base.explicit = SymmetricInverse(base.cho)
+            return base
+        except LinAlgError:  # cannot happen in exact arithmetic (N >= I); fall back regardless
+            pass
+    matrix = reduced_hessian(data, u, quad)
+    if single:
+        factor, info = lapack.spotrf(matrix.astype(np.float32), lower=0, clean=0)
+        if info == 0:
+            return ExplicitInverse(factor, single=True)
+    return ExplicitInverse(PrimalFactor(matrix).cho, single)
 
 
 class Factor:

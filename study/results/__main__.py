@@ -1,7 +1,8 @@
 """``python -m study.results verify OUT [STUDY ...]``, ``python -m study.results drop-damaged OUT STUDY``
-and ``python -m study.results failures OUT [STUDY ...]``: check a study directory's parts against
-their checksums, set the damaged batches aside so that rerunning the study's command recomputes
-them, or print the stored tracebacks of failed replications.  ``python -m study.results verdicts
+``python -m study.results failures OUT [STUDY ...]`` and ``python -m study.results costs OUT [STUDY ...]``:
+check a study directory's parts against their checksums, set the damaged batches aside so that
+rerunning the study's command recomputes them, print the stored tracebacks of failed
+replications, or what the replications cost (:mod:`.costs`: per cell, its median and its tail).  ``python -m study.results verdicts
 OUT`` writes the verdict table of the baselines comparison (:mod:`.verdicts`) to OUT/verdicts.md
 and .csv."""
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .costs import cost_summary, format_costs
 from .errors import RECOVERY_COMMAND, StorageError, recovery_hint
 from .files import COMMITS
 from .storage import drop_damaged, load, verify
@@ -48,6 +50,10 @@ def main(argv=None) -> int:
     f.add_argument("out")
     f.add_argument("studies", nargs="*")
     f.add_argument("--limit", type=int, default=20, metavar="N", help="print at most N per study (default: 20)")
+    c = sub.add_parser("costs", help="print what the replications of every (or the named) study cost: CPU seconds "
+                                     "per cell (median, 90th percentile, max, max / median) and by estimator regime")
+    c.add_argument("out")
+    c.add_argument("studies", nargs="*")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if not out.is_dir():
@@ -74,6 +80,10 @@ def main(argv=None) -> int:
             return 0
         if args.command == "failures":
             return print_failures(out, args.studies or _studies_in(out), args.limit)
+        if args.command == "costs":
+            for study in args.studies or _studies_in(out):
+                print(format_costs(study, cost_summary(out, study)))
+            return 0
         if args.command == "drop-damaged":
             lost = drop_damaged(out, args.study)
             print(f"{args.study}: {lost} replications to recompute; rerun the study's command")

@@ -32,7 +32,7 @@ DAMAGED = "_damaged"
 def dataset_dirs(out, study) -> dict:
     out = Path(out)
     return {"trajectory": out / study, "intervals": out / f"{study}_intervals",
-            "failures": out / f"{study}_failures"}
+            "failures": out / f"{study}_failures", "costs": out / f"{study}_costs"}
 
 
 def manifest_path(out, study) -> Path:

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from .._util import sha256_file
 from .schema import KEY_COLUMNS
 
-DATASETS = ("trajectory", "intervals", "failures")
+DATASETS = ("trajectory", "intervals", "failures", "costs")
 PART_NAME = re.compile(r"part-[A-Za-z0-9_-][A-Za-z0-9_.-]*\.parquet")  # part-<run>-<n>.parquet
 _SEPARATORS = ("/", "\\", "\x00")
 

@@ -25,10 +25,27 @@ anytime-valid confidence sequence, tightest at t = T (null in parts stored befor
 existed, which still load).
 
 Failures: ``study, setting, method, M, rep, seed, error, traceback, run_id``.
+
+Costs (one row per replication; absent from studies stored before the table existed, which still
+load: :func:`study.results.storage.load` returns it empty)::
+
+    study str, setting str, method str, M int32, rep int32, seed int64, cpu_seconds float64,
+    wall_seconds float64, steps_tie_break int32, steps_exact_balls int32, steps_identified int32,
+    steps_stage2 int32, cpu_tie_break float64, cpu_exact_balls float64, cpu_identified float64,
+    cpu_stage2 float64, cpu_debias float64, slowest_refit_cpu float64, slowest_refit_t int32,
+    newton_systems int64, pcg_iterations int64, factorisations int64, dual_steps int64,
+    active_set_iterations int64, identification_tests int64, null_vector_shortcuts int64,
+    exact_resolves int64, exact_fallbacks int64, budget_stops int64, shared_steps int32
+
+What each means: :class:`study.simulation.result.ReplicationResult` (``cost``).  A replication made
+without a cost record (a replicate hook's) stores nulls.  Its values are timings and work counts,
+not results: they differ from run to run and machine to machine.
 """
 from __future__ import annotations
 
 import pyarrow as pa
+
+from ..simulation.result import COST_FIELDS
 
 STORAGE_FORMAT = 2  # 2: commit records with checksums, shared seed namespace, pair-regret columns
 KEY_COLUMNS = ("setting", "method", "M", "rep")
@@ -53,4 +70,12 @@ FAILURE_SCHEMA = pa.schema([
     ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()), ("error", pa.string()),
     ("traceback", pa.string()), ("run_id", pa.string()),
 ])
-SCHEMAS = {"trajectory": TRAJECTORY_SCHEMA, "intervals": INTERVAL_SCHEMA, "failures": FAILURE_SCHEMA}
+_COST_TYPES = {float: pa.float64(), int: pa.int64()}
+_COST_INT32 = {"steps_tie_break", "steps_exact_balls", "steps_identified", "steps_stage2", "slowest_refit_t",
+               "shared_steps"}
+COST_SCHEMA = pa.schema([
+    ("study", pa.string()), ("setting", pa.string()), ("method", pa.string()),
+    ("M", _INT32), ("rep", _INT32), ("seed", pa.int64()),
+] + [(name, _INT32 if name in _COST_INT32 else _COST_TYPES[kind]) for name, kind in COST_FIELDS.items()])
+SCHEMAS = {"trajectory": TRAJECTORY_SCHEMA, "intervals": INTERVAL_SCHEMA, "failures": FAILURE_SCHEMA,
+           "costs": COST_SCHEMA}

@@ -11,12 +11,13 @@ Layout under ``out`` (one *study directory* per ``--out``)::
     out/<study>/_commits/part-<run>-<n>.json      commit record of batch <run>-<n> (see below)
     out/<study>_intervals/part-<run>-<n>.parquet  confidence intervals (when recorded)
     out/<study>_failures/part-<run>-<n>.parquet   failed replications
+    out/<study>_costs/part-<run>-<n>.parquet      what each replication cost (one row per replication)
 
 Atomic files and the manifest are :mod:`.files`, the writer lock :mod:`.lock`, the schemas
 :mod:`.schema`; this module re-exports them, so ``storage`` is the one name callers need.
 
-**Commit records.** A batch of replications is written as up to three parts (intervals, failures,
-trajectories) and then its commit record, written atomically *after* the parts: the SHA-256, byte
+**Commit records.** A batch of replications is written as up to four parts (intervals, failures,
+costs, trajectories) and then its commit record, written atomically *after* the parts: the SHA-256, byte
 size and row count of each part and the keys ``(setting, method, M, rep)`` it holds.  Only parts
 named by a commit record exist for :func:`load` and for resume; a part without one (a crash between
 the part and its record) is deleted by the next writer.  Every read verifies each part against its
@@ -50,7 +51,7 @@ from .errors import DamagedPart, DuplicateKeys, PlantedLink, StorageError, Study
 from .files import (COMMITS, DAMAGED, atomic_write_bytes, atomic_write_json, atomic_write_table, check_no_links,
                     commits_dir, dataset_dirs, make_dir, manifest_path, parts, read_manifest, write_manifest)
 from .lock import LOCK_NAME, describe_holder, holds_lock, lock_path, study_lock
-from .schema import FAILURE_SCHEMA, INTERVAL_SCHEMA, KEY_COLUMNS, SCHEMAS, STORAGE_FORMAT, TRAJECTORY_SCHEMA
+from .schema import COST_SCHEMA, FAILURE_SCHEMA, INTERVAL_SCHEMA, KEY_COLUMNS, SCHEMAS, STORAGE_FORMAT, TRAJECTORY_SCHEMA
 
 
 def _commit_keys(table: pa.Table) -> list:
@@ -61,7 +62,7 @@ def _commit_keys(table: pa.Table) -> list:
 
 
 def commit_batch(out, study, name: str, tables: dict, failed: list, run_id: str, **extra) -> dict:
-    """Write one batch: its parts (intervals, failures, trajectories) and then its commit record.
+    """Write one batch: its parts (intervals, failures, costs, trajectories) and then its commit record.
 
     ``tables`` maps a dataset name to a ``pa.Table`` (empty ones are skipped); ``failed`` lists the
     keys of the failures table.  Returns the record.  Raises :class:`PlantedLink` if a directory of
@@ -72,7 +73,7 @@ def commit_batch(out, study, name: str, tables: dict, failed: list, run_id: str,
     check_no_links(out, study)
     dirs = dataset_dirs(out, study)
     files = {}
-    for what in ("intervals", "failures", "trajectory"):
+    for what in ("intervals", "failures", "costs", "trajectory"):
         table = tables.get(what)
         if table is not None and table.num_rows:
             make_dir(dirs[what])
@@ -168,13 +169,13 @@ def _raise_for(report: dict, out, study):
 
 def committed(out, study) -> dict:
     """Verified committed parts: ``{"trajectory": [paths], "intervals": [...], "failures": [...],
-    "keys": set, "failed_keys": [keys in record order], "by_part": {trajectory path: keys}}``.
+    "costs": [...], "keys": set, "failed_keys": [keys in record order], "by_part": {trajectory path: keys}}``.
 
     Raises :class:`DamagedPart` or :class:`DuplicateKeys` (naming the files)."""
     report = verify(out, study)
     _raise_for(report, out, study)
     dirs = dataset_dirs(out, study)
-    result = {"trajectory": [], "intervals": [], "failures": [], "keys": set(), "failed_keys": [],
+    result = {"trajectory": [], "intervals": [], "failures": [], "costs": [], "keys": set(), "failed_keys": [],
               "by_part": {}}
     for rpath, record in read_commits(out, study):
         for what in record["files"]:
@@ -262,10 +263,12 @@ def load(out, study, what: str = "trajectory", columns=None, filter=None):
         The results directory (``--out`` of the job; default ``outputs``).
     study : str
         The study's name (``"regret"``, ``"coverage"``, ``"msweep"``, ``"baselines"``, ``"llm"``, ...).
-    what : {"trajectory", "intervals", "failures"}
-        Which table: one row per replication and step; per grid time, item and dimension; or
-        per failed replication (the current failures only: a failure of a replication that has
-        since succeeded is dropped, and only the most recent record per key is kept).
+    what : {"trajectory", "intervals", "failures", "costs"}
+        Which table: one row per replication and step; per grid time, item and dimension; per
+        failed replication (the current failures only: a failure of a replication that has
+        since succeeded is dropped, and only the most recent record per key is kept); or per
+        replication, what it cost (CPU seconds by estimator regime, Newton and PCG counts: empty
+        for studies stored before the table existed).
     columns : list of str, optional
         Columns to read (the key columns are always included).
     filter : pyarrow.dataset.Expression, optional
@@ -329,7 +332,7 @@ def read_keys(paths, keys: set, columns=None) -> pa.Table:
     return pa.concat_tables(tables) if tables else None
 
 
-__all__ = ["COMMITS", "DAMAGED", "FAILURE_SCHEMA", "INTERVAL_SCHEMA", "KEY_COLUMNS", "LOCK_NAME", "SCHEMAS",
+__all__ = ["COMMITS", "COST_SCHEMA", "DAMAGED", "FAILURE_SCHEMA", "INTERVAL_SCHEMA", "KEY_COLUMNS", "LOCK_NAME", "SCHEMAS",
            "STORAGE_FORMAT", "TRAJECTORY_SCHEMA", "DamagedPart", "DuplicateKeys", "PlantedLink", "StorageError",
            "StudyLocked", "WriteFailed", "atomic_write_bytes", "atomic_write_json", "atomic_write_table",
            "check_no_links", "cleanup", "commit_batch", "commits_dir",

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..results import storage
-from ..results.schema import FAILURE_SCHEMA, INTERVAL_SCHEMA, STORAGE_FORMAT, TRAJECTORY_SCHEMA
+from ..results.schema import COST_SCHEMA, FAILURE_SCHEMA, INTERVAL_SCHEMA, STORAGE_FORMAT, TRAJECTORY_SCHEMA
 from .catalogue import STUDIES
 from .numerics import describe, numerics
 
@@ -58,7 +58,7 @@ def open_run(plan, existing, fingerprint: dict, run_id: str, record_intervals: b
         "fingerprint": fingerprint,
         "description": spec.description,
         "schema": {"trajectory": TRAJECTORY_SCHEMA.names, "intervals": INTERVAL_SCHEMA.names,
-                   "failures": FAILURE_SCHEMA.names},
+                   "failures": FAILURE_SCHEMA.names, "costs": COST_SCHEMA.names},
         "runs": [],
     }
     for old in manifest["runs"]:

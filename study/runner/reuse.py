@@ -100,12 +100,15 @@ def _numerics_of(out, other, part, n) -> dict:
 
 
 def _rows_of(out, other, part, state, take, record_intervals, study) -> dict:
-    """The trajectory (and interval) rows of keys ``take`` in one part of study ``other``, relabelled
-    as rows of ``study``."""
+    """The trajectory (and interval and cost) rows of keys ``take`` in one part of study ``other``,
+    relabelled as rows of ``study``."""
     tables = {"trajectory": storage.read_keys([part], take)}
     ints = dataset_dirs(out, other)["intervals"] / part.name
     if record_intervals and ints in state["intervals"]:
         tables["intervals"] = storage.read_keys([ints], take)
+    costs = dataset_dirs(out, other)["costs"] / part.name
+    if costs in state.get("costs", ()):  # the cost of computing them (in the study that did)
+        tables["costs"] = storage.read_keys([costs], take)
     for what, table in tables.items():
         idx = table.schema.get_field_index("study")
         tables[what] = table.set_column(idx, "study", pa.array([study] * table.num_rows, pa.string()))

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..policies import fresh
-from ..results.schema import INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
+from ..results.schema import COST_SCHEMA, INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
 from .numerics import numerics
@@ -95,6 +95,15 @@ def interval_table(study, cell, rep, seed, result) -> pa.Table:
         else:
             arrays.append(pa.array(np.asarray(ints[f.name]) if n else [], type=f.type))
     return pa.Table.from_arrays(arrays, schema=INTERVAL_SCHEMA)
+
+
+def cost_table(study, cell, rep, seed, result) -> pa.Table:
+    """The cost row of one replication (schema :data:`study.results.schema.COST_SCHEMA`); nulls where
+    the result has no cost record (a replicate hook's)."""
+    cost = getattr(result, "cost", None) or {}
+    row = {"study": study, "setting": cell.setting, "method": cell.method, "M": cell.M, "rep": rep, "seed": seed}
+    row.update({f.name: cost.get(f.name) for f in COST_SCHEMA if f.name not in row})
+    return pa.Table.from_pylist([row], schema=COST_SCHEMA)
 
 
 def failure_record(study, cell, rep, seed, error, tb, run_id) -> dict:
@@ -182,13 +191,14 @@ def crash_message(exc, cell, rep, seed) -> str:
 
 
 def _replicate(study, cells, setting, rep, seed, replicate, record_intervals, limit, label) -> tuple:
-    """One replication of every cell of a group, as tables: ("ok", [(trajectory, intervals)]) or
-    ("failed", error, traceback)."""
+    """One replication of every cell of a group, as tables: ("ok", [(trajectory, intervals, costs)])
+    or ("failed", error, traceback)."""
     try:
         with time_limit(limit, label):
             results = _results(cells, setting, seed, replicate)
         return ("ok", [(trajectory_table(study, c, setting, rep, seed, results[c.method]),
-                        interval_table(study, c, rep, seed, results[c.method]) if record_intervals else None)
+                        interval_table(study, c, rep, seed, results[c.method]) if record_intervals else None,
+                        cost_table(study, c, rep, seed, results[c.method]))
                        for c in cells])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 -- recorded, the batch goes on
         error = f"{type(exc).__name__}: {exc}"
@@ -227,13 +237,13 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
 
     ``cell`` may also be a tuple of cells that differ only by method and share a prefix of their
     steps (:func:`study.runner.batching.cell_groups`), all run on each replication's one
-    environment.  Returns ``{"trajectory": Table, "intervals": Table, "failures": [dict],
+    environment.  Returns ``{"trajectory": Table, "intervals": Table, "costs": Table, "failures": [dict],
     "seconds", "cpu_seconds", "node", "numerics"}`` (``numerics``: the BLAS kernels and numpy SIMD
     this process computed with, :func:`study.runner.numerics.numerics`)."""
     start, cpu_start = time.perf_counter(), time.process_time()
     cells = as_cells(cell)
     setting = _setting_of(cells[0])
-    trajs, ints, failures = [], [], []
+    trajs, ints, costs, failures = [], [], [], []
     limit = getattr(setting, "time_limit", None)
     methods = "/".join(c.method for c in cells)
     labels = [f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}" for rep, seed in reps_seeds]
@@ -247,13 +257,15 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
             _, error, tb = outcome
             failures.extend(failure_record(study, c, rep, seed, error, tb, run_id) for c in cells)
             continue
-        for traj, interval in outcome[1]:
+        for traj, interval, cost in outcome[1]:
             trajs.append(traj)
+            costs.append(cost)
             if interval is not None and interval.num_rows:
                 ints.append(interval)
     return {
         "trajectory": pa.concat_tables(trajs) if trajs else TRAJECTORY_SCHEMA.empty_table(),
         "intervals": pa.concat_tables(ints) if ints else INTERVAL_SCHEMA.empty_table(),
+        "costs": pa.concat_tables(costs) if costs else COST_SCHEMA.empty_table(),
         "failures": failures,
         "seconds": time.perf_counter() - start,
         "cpu_seconds": time.process_time() - cpu_start,

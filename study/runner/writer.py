@@ -7,7 +7,7 @@ import time
 import pyarrow as pa
 
 from ..results import storage
-from ..results.schema import FAILURE_SCHEMA, INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
+from ..results.schema import COST_SCHEMA, FAILURE_SCHEMA, INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 
 
 class Writer:
@@ -21,7 +21,7 @@ class Writer:
         self._reset()
 
     def _reset(self):
-        self.traj, self.ints, self.fails = [], [], []
+        self.traj, self.ints, self.costs, self.fails = [], [], [], []
         self.rows = 0
         self.counts = {}  # numerics key -> replications buffered
         self.last_flush = time.monotonic()
@@ -37,6 +37,8 @@ class Writer:
             self.traj.append(result["trajectory"])
         if result["intervals"].num_rows:
             self.ints.append(result["intervals"])
+        if result.get("costs") is not None and result["costs"].num_rows:  # (results of older workers lack it)
+            self.costs.append(result["costs"])
         self.fails.extend(result["failures"])
         self.rows += result["trajectory"].num_rows + result["intervals"].num_rows
 
@@ -50,7 +52,8 @@ class Writer:
             return
         tables = {"trajectory": pa.concat_tables(self.traj) if self.traj else TRAJECTORY_SCHEMA.empty_table(),
                   "intervals": pa.concat_tables(self.ints) if self.ints else INTERVAL_SCHEMA.empty_table(),
-                  "failures": pa.Table.from_pylist(self.fails, schema=FAILURE_SCHEMA)}
+                  "failures": pa.Table.from_pylist(self.fails, schema=FAILURE_SCHEMA),
+                  "costs": pa.concat_tables(self.costs) if self.costs else COST_SCHEMA.empty_table()}
         failed = [(f["setting"], f["method"], f["M"], f["rep"]) for f in self.fails]
         try:
             record = storage.commit_batch(self.out, self.study, f"part-{self.run_id}-{self.seq:05d}.parquet",

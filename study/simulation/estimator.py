@@ -4,14 +4,26 @@ Estimator schedule (the same for every policy, as the paper's Algorithm 1 and se
 "Numerical Studies" use one estimation procedure for all methods): for t <= T0 the constrained
 MLE (label ``opt1``, radius gamma, tie-break per ``setting.tie_break``); for t > T0 the ridge MLE
 (label ``opt``, lambda_t = c_lambda sqrt(t M log T / n)).  Both are warm-started from theta(t-1).
+
+The estimator also keeps what its refits cost (:meth:`Estimate.cost`): CPU seconds and steps in
+each regime -- stage 1 at the tie-broken point (the data leave theta unidentified), stage 1 with
+the exact opt1 once active balls identify theta, stage 1 once the data identify theta, stage 2 --
+the debiased fits' CPU seconds, the slowest refit, and the core's work counters
+(:mod:`study.core.costs`).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
+from ..core import costs
 from ..core.inference import DebiasResult, debias_data
 from ..core.likelihood import ComparisonData
 from ..core.mle import identified, new_row_term, solve
+
+
+REGIMES = ("tie_break", "exact_balls", "identified", "stage2")
 
 
 class Estimate:
@@ -26,17 +38,54 @@ class Estimate:
         self.newton_steps = 0
         self.factor = None  # last Cholesky factor, reused for chord steps at the next refit
         self.identified = False  # do the data identify theta (reduced Hessian of L well conditioned)?
+        self.work = costs.new()  # the core's counters over every refit and debiased fit
+        self.regime_steps = dict.fromkeys(REGIMES, 0)
+        self.regime_cpu = dict.fromkeys(REGIMES, 0.0)
+        self.debias_cpu = 0.0
+        self.slowest = (0.0, 0)  # (CPU s, t) of the most expensive refit
 
     def update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
+        started = time.process_time()
+        work = self.work
+        exact_before = work["exact_resolves"] - work["exact_fallbacks"]
+        with costs.counting(work):
+            self._update(t, major, other, x, wins, m)
+        if t > self.setting.T0:
+            regime = "stage2"
+        elif self.identified:
+            regime = "identified"
+        else:
+            regime = "exact_balls" if work["exact_resolves"] - work["exact_fallbacks"] > exact_before else "tie_break"
+        seconds = time.process_time() - started
+        self.regime_steps[regime] += 1
+        self.regime_cpu[regime] += seconds
+        if seconds > self.slowest[0]:
+            self.slowest = (seconds, t)
+
+    def cost(self) -> dict:
+        """CPU seconds and steps by regime (``cpu_<regime>``, ``steps_<regime>``), ``cpu_debias``,
+        ``slowest_refit_cpu`` and its step ``slowest_refit_t``, and the counters of
+        :data:`study.core.costs.COUNTERS`."""
+        out = {f"steps_{r}": self.regime_steps[r] for r in REGIMES}
+        out.update({f"cpu_{r}": self.regime_cpu[r] for r in REGIMES})
+        out.update(cpu_debias=self.debias_cpu, slowest_refit_cpu=self.slowest[0], slowest_refit_t=self.slowest[1])
+        out.update(self.work)
+        return out
+
+    def _update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
         s = self.setting
         self.data.append(major, other, x, wins, m)
         if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
             self.factor = self.factor.add(new_row_term(self.data, self.theta))
         if t <= s.T0:
             # rows only add information: once identified, always identified; the rank bound
-            # settles the early steps without a factorisation
+            # settles the early steps without a factorisation, and so does an exact null vector
+            # (an item whose rows span fewer than d contexts: ComparisonData.null_pair)
             if not self.identified and self.data.rank_bound() >= self.data.n_parameters:
-                self.identified = identified(self.data, self.theta, np.zeros(self.data.n_items))
+                if self.data.null_pair() is None:
+                    self.identified = identified(self.data, self.theta, np.zeros(self.data.n_items))
+                else:
+                    costs.add("null_vector_shortcuts")  # counted into self.work (update's block)
             reference = self.theta if s.tie_break == "nearest" else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
                         factor_hint=self.factor, prox=0.0 if self.identified else None)
@@ -52,5 +101,8 @@ class Estimate:
         self.newton_steps += fit.newton_steps
 
     def debias(self) -> DebiasResult:
-        self.debiased = debias_data(self.data, self.theta)
+        started = time.process_time()
+        with costs.counting(self.work):
+            self.debiased = debias_data(self.data, self.theta)
+        self.debias_cpu += time.process_time() - started
         return self.debiased

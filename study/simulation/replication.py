@@ -210,11 +210,14 @@ class _Loop:
         self.snapshot_set = set(int(s) for s in snapshot_times)
         self.z = norm.ppf(0.5 + setting.ci_level / 2.0)  # once, not per advance (a fork steps one at a time)
         self.t = 0  # steps done
+        self.cpu = 0.0  # CPU seconds spent in advance() (a fork inherits its prefix's)
+        self.shared_steps = 0  # first steps computed once for this and another method (a fork's prefix)
 
     def fork(self, method, factory=None, before_phi: bool = False) -> _Loop:
         """A copy of this loop whose remaining steps are taken by ``method``'s policy; ``before_phi``:
         forked where Phi first decides a step (:func:`shares_until_phi`), no step before having had Phi."""
         twin = copy.deepcopy(self)
+        twin.shared_steps = self.t
         twin.method = method
         twin.policy = make_policy(method, self.public, factory)
         twin.rng = policy_generator(self.policy_seed, method)
@@ -229,6 +232,13 @@ class _Loop:
         return not self.policy.explores(t, float(self.uniforms[t - 1][0])) and self.debiased().available
 
     def advance(self, until: int) -> None:
+        started = time.process_time()
+        try:
+            self._advance(until)
+        finally:
+            self.cpu += time.process_time() - started
+
+    def _advance(self, until: int) -> None:
         env, setting, graph, estimate, debiased = self.env, self.setting, self.graph, self.estimate, self.debiased
         public, policy_graph = self.public, self.policy_graph
         update = getattr(self.policy, "update", None)
@@ -299,7 +309,19 @@ class _Loop:
                                  graph_draws=int(getattr(self.env, "graph_draws", 0)),
                                  seconds=time.perf_counter() - self.started,
                                  theta_final=self.estimate.theta.copy(), ci_available_from=self.ci_from,
-                                 snapshots=self.snapshots, newton_steps=int(getattr(self.estimate, "newton_steps", 0)))
+                                 snapshots=self.snapshots, newton_steps=int(getattr(self.estimate, "newton_steps", 0)),
+                                 cost=self._cost())
+
+    def _cost(self) -> dict:
+        """The replication's cost (:data:`study.simulation.result.COST_FIELDS`): CPU seconds, wall
+        seconds and the estimator's breakdown (:meth:`study.simulation.estimator.Estimate.cost`;
+        absent for an estimator without one)."""
+        cost = {"cpu_seconds": self.cpu, "wall_seconds": time.perf_counter() - self.started,
+                "shared_steps": self.shared_steps}
+        breakdown = getattr(self.estimate, "cost", None)
+        if callable(breakdown):
+            cost.update(breakdown())
+        return cost
 
 
 def shared_prefix(policy_a, policy_b) -> int:

@@ -14,6 +14,18 @@ INTERVAL_DTYPES = {name: np.int64 if name in ("t", "item", "dim") else (bool if 
                    for name in INTERVAL_COLUMNS}
 
 
+# the cost of a replication (ReplicationResult.cost; the stored ``costs`` table, one row per replication)
+COST_FIELDS = {
+    "cpu_seconds": float, "wall_seconds": float,
+    "steps_tie_break": int, "steps_exact_balls": int, "steps_identified": int, "steps_stage2": int,
+    "cpu_tie_break": float, "cpu_exact_balls": float, "cpu_identified": float, "cpu_stage2": float,
+    "cpu_debias": float, "slowest_refit_cpu": float, "slowest_refit_t": int,
+    "newton_systems": int, "pcg_iterations": int, "factorisations": int, "dual_steps": int,
+    "active_set_iterations": int, "identification_tests": int, "null_vector_shortcuts": int,
+    "exact_resolves": int, "exact_fallbacks": int, "budget_stops": int, "shared_steps": int,
+}
+
+
 @dataclass
 class ReplicationResult:
     """One (setting, method, seed) run.
@@ -35,7 +47,15 @@ class ReplicationResult:
     took to get a connected one (0 when the edges were given); ``seconds`` the wall time of the
     run, ``theta_final`` theta(T), ``ci_available_from`` the first grid time with a CI (None if
     none), ``snapshots`` {t: (theta(t), DebiasResult)} at the requested snapshot times and
-    ``newton_steps`` the estimator's Newton steps over the run.
+    ``newton_steps`` the estimator's Newton steps over the run; ``cost`` what the replication cost
+    (keys of ``COST_FIELDS``; empty for a result made without it, e.g. by a replicate hook):
+    ``cpu_seconds`` and ``wall_seconds`` of the run, steps and refit CPU seconds in each estimator
+    regime (``tie_break``: stage 1 at the tie-broken point, the data leaving theta unidentified;
+    ``exact_balls``: stage 1 with the exact opt1, active balls identifying theta;
+    ``identified``: stage 1 once the data identify theta; ``stage2``), ``cpu_debias`` (debiased
+    fits), the slowest refit (``slowest_refit_cpu`` at step ``slowest_refit_t``), the core's
+    work counters (:mod:`study.core.costs`) and ``shared_steps``, the first steps computed once
+    for this and another method (ERA continues RB's run; their cost is in both records).
     """
 
     setting: object
@@ -50,6 +70,7 @@ class ReplicationResult:
     ci_available_from: int | None = None
     snapshots: dict = field(default_factory=dict, repr=False)
     newton_steps: int = 0
+    cost: dict = field(default_factory=dict, repr=False)
 
     def to_frame(self) -> dict:
         """Tidy frames: ``{"trajectory": DataFrame, "intervals": DataFrame}``."""

@@ -60,3 +60,12 @@ def test_paper_study_child_measures_the_tree_it_runs_in():
     job = {"setting": "A", "M": 20, "ci_every": 0, "methods": ["RB"]}
     (out,) = paper_study.run_child(paper_study.ROOT, [job], [3])
     assert out["cpu"] > 0 and len(out["digest"]) == 16 and out["methods"] == ["RB"]
+
+
+def test_paired_replications_summarise_both_cores():
+    from benchmarks import paired
+    setting, rows = paired.paired(6, 40, [2], ci_every=20)
+    (old, new, differ, old_cpu, new_cpu), = rows
+    assert set(old) == set(new) == {"R(T)", "error(T0)", "error(T)", "CP(T0)", "CP(T)"}
+    assert differ == 0 and abs(old["R(T)"] - new["R(T)"]) < 1e-9  # 6 items: the direct solver in both
+    assert old_cpu > 0 and new_cpu > 0 and setting.T0 == 16

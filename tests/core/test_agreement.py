@@ -79,7 +79,7 @@ def test_paired_replication_at_scale_agrees():
 
 
 def previous_paired(setting, method, seed):
-    """Paired runs of the frozen core of 73dd308 (benchmarks.previous) and the current one, logging
+    """Paired runs of the frozen previous core (benchmarks.previous, commit 549859d) and the current one, logging
     (t, theta, identified, an active ball at t <= T0) after every refit."""
     from benchmarks.previous.estimator import Estimate as PreviousEstimate
 
@@ -104,7 +104,7 @@ def previous_paired(setting, method, seed):
 @pytest.mark.parametrize("method, seed, T, ci_every", [("RB", 1, 800, 100), ("BT-UCB2", 3, 500, 50)])
 def test_long_horizon_replications_agree_with_the_previous_core(method, seed, T, ci_every):
     """Setting family L at n = 31 (300 parameters: the iterative solver, PCG with a kept factor, in
-    both its row-space and dense regimes) against the frozen core of 73dd308: the same choices, the
+    both its row-space and dense regimes) against the frozen previous core (549859d): the same choices, the
     fits to 1e-6 wherever theta is identified (stage 2, and stage 1 once identified without an
     active ball; with an active ball both solvers stop at the dual's tolerance on the ball slack,
     BALL_TOL gamma^2, from different starts, so only that is asked: measured 7.5e-5), the CIs'

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from study.core import iterative, mle, systems
+from study.core import balls, iterative, mle, systems
 from study.core.contrasts import sum_zero_basis
 from study.core.iterative import IterativeFactor, conjugate_gradients, reduced_product
 from study.core.likelihood import ComparisonData
@@ -103,11 +103,11 @@ def test_dual_curvature_in_blocks_matches_the_dense_one(monkeypatch):
     free = np.array([0, 2, 3, 7])
     u = data.margins(theta)
     iterative_everywhere(monkeypatch)
-    monkeypatch.setattr(mle, "CHUNK_ENTRIES", 2 * 9 * 2)  # two columns per block
+    monkeypatch.setattr(balls, "CHUNK_ENTRIES", 2 * 9 * 2)  # two columns per block
     data.preconditioner = None
     factor = IterativeFactor(data, u, quad)
-    blocked = mle._dual_curvature(theta, free, factor, iterative=True, exact=False)  # a fresh factor: exact
-    assert np.allclose(mle._dual_curvature(theta, free, factor, iterative=True, exact=True), blocked, atol=1e-9)
+    blocked = balls.dual_curvature(theta, free, factor, iterative=True, exact=False)  # a fresh factor: exact
+    assert np.allclose(balls.dual_curvature(theta, free, factor, iterative=True, exact=True), blocked, atol=1e-9)
     K = explicit_reduced(data, theta, quad)
     Q = np.kron(sum_zero_basis(9), np.eye(2))
     cols = np.zeros((18, free.size))

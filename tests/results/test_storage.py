@@ -113,8 +113,10 @@ def test_duplicated_keys_are_an_error_naming_both_files(ray_session, tmp_path, c
     (rpath, record), *_ = storage.read_commits(tmp_path, "regret")
     name = record["files"]["trajectory"]["file"]
     copy = name.replace("part-", "part-zz-copy-")
-    shutil.copy(tmp_path / "regret" / name, tmp_path / "regret" / copy)
-    record["files"]["trajectory"]["file"] = copy
+    dirs = storage.dataset_dirs(tmp_path, "regret")
+    for what, info in record["files"].items():  # the batch copied whole (trajectory and costs parts)
+        shutil.copy(dirs[what] / name, dirs[what] / copy)
+        info["file"] = copy
     (rpath.parent / (Path(copy).stem + ".json")).write_text(json.dumps(record))
     with pytest.raises(storage.DuplicateKeys) as exc:
         storage.load(tmp_path, "regret")

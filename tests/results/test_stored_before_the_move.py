@@ -35,6 +35,9 @@ def test_old_results_load_and_draw(out):
     assert stored_studies(out) == [("regret", "regret"), ("coverage", "coverage")]
     # stored before the confidence sequences: their columns load as nulls
     assert intervals["cs_lower"].isna().all() and intervals["cs_covered"].isna().all()
+    # stored before costs were recorded: the table loads empty, with its columns
+    costs = study.load(out, "coverage", "costs")
+    assert len(costs) == 0 and "cpu_seconds" in costs.columns
     names = {p.name for p in draw_all(out)}
     assert {"regret_A.png", "coverage_A.png"} <= names and "uniform_A.png" not in names
     csv, md = write_summary(out)

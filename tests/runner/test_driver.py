@@ -228,6 +228,17 @@ def test_real_core_tiny_and_seed_reproduces(ray_session, tmp_path):
     stored = df[df.rep == 1]
     np.testing.assert_array_equal(stored["avg_regret"].to_numpy(), again.trajectory["avg_regret"])
     np.testing.assert_array_equal(stored["major"].to_numpy(), again.trajectory["major"])
+    # what each replication cost is stored with it, one row per replication
+    costs = storage.load(tmp_path, "coverage", "costs")
+    assert list(costs.columns) == storage.COST_SCHEMA.names and len(costs) == 2
+    assert (costs["cpu_seconds"] > 0).all() and (costs["newton_systems"] > 0).all()
+    steps = costs[["steps_tie_break", "steps_exact_balls", "steps_identified", "steps_stage2"]].sum(axis=1)
+    assert (steps == 24).all() and (costs["steps_stage2"] == 24 - 8).all()
+    assert set(again.cost) == set(storage.COST_SCHEMA.names) - {"study", "setting", "method", "M", "rep", "seed"}
+    from study.results.costs import cost_summary, format_costs
+    summary = cost_summary(tmp_path, "coverage")
+    assert summary["replications"].tolist() == [2] and summary["max_over_median"].iloc[0] >= 1.0
+    assert "A/RB/M=20: 2 replications" in format_costs("coverage", summary)
 
 
 # ---------------------------------------------------------------------------------------------

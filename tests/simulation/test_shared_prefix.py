@@ -89,3 +89,17 @@ def test_engine_shared_batches_store_the_same_table(ray_session, tmp_path):
     assert shared.ok and alone.ok and shared.computed == alone.computed == 6
     import pandas.testing as pdt
     pdt.assert_frame_equal(storage.load(tmp_path / "shared", "regret"), storage.load(tmp_path / "alone", "regret"))
+
+
+def test_a_forked_run_records_its_shared_steps_and_the_same_work_as_alone():
+    """The cost of a replication that continued another's run (ERA from RB at T0) counts the shared
+    prefix (``shared_steps``), so its record is the run's cost as if alone: the same work counts."""
+    setting = study.SETTINGS["A"].replace(T=60, T0=24, ci_every=0)
+    env = BTLEnvironment(setting, 3)
+    shared = run_environment_methods(env, ("RB", "ERA"), setting, seed=3)
+    alone = run_environment(env, "ERA", setting, seed=3)
+    assert shared["RB"].cost["shared_steps"] == 0 and shared["ERA"].cost["shared_steps"] == setting.T0
+    for key in ("newton_systems", "factorisations", "dual_steps", "steps_tie_break", "steps_stage2"):
+        assert shared["ERA"].cost[key] == alone.cost[key], key
+    assert sum(alone.cost[f"steps_{r}"] for r in ("tie_break", "exact_balls", "identified", "stage2")) == setting.T
+    assert alone.cost["cpu_seconds"] > 0 and alone.cost["slowest_refit_t"] >= 1

@@ -1,0 +1,62 @@
+"""Refusals of the public estimators' inputs before any work: a fit or a debiasing whose memory or
+time is clearly out of reach (with the estimate), and a theta for :func:`study.debias` of the wrong
+shape or off the sum-zero space.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .limits import FLOPS_PER_SECOND, MEMORY_LIMIT_BYTES, TIME_LIMIT_SECONDS
+
+NEWTON_FACTORISATIONS = 30  # a fit's typical number of factorisations (measured 5-60)
+SUM_ZERO_TOL = 1e-8
+
+
+def fit_cost(n_items: int, dim: int, rows: int, factorisations: int = NEWTON_FACTORISATIONS) -> tuple:
+    """(bytes, seconds): rough memory and single-core time of ``factorisations`` refits of ``rows``
+    comparison rows: the stored rows (x, vec(x x'), indices), the row-space or dense reduced
+    Hessian, and per refit its assembly (rows x d^2) and factorisation."""
+    p = (n_items - 1) * dim
+    small = min(rows, p)
+    memory = 8.0 * (rows * (dim * dim + 3 * dim + 5) + 3.0 * small * small + 2.0 * p)
+    flops = factorisations * (small ** 3 / 3.0 + rows * dim * dim + (p * p * 2.0 if rows >= p else rows * small))
+    return memory, flops / FLOPS_PER_SECOND
+
+
+def check_fit_size(n_items: int, dim: int, rows: int, what: str, factorisations: int = NEWTON_FACTORISATIONS):
+    """ValueError naming ``what`` and the estimate when the work is clearly out of reach."""
+    memory, seconds = fit_cost(n_items, dim, rows, factorisations)
+    if memory > MEMORY_LIMIT_BYTES or seconds > TIME_LIMIT_SECONDS:
+        raise ValueError(
+            f"{what} with {rows:,} rows, n_items={n_items}, d={dim} is out of reach: it would need about "
+            f"{memory / 2 ** 30:.3g} GiB of memory and {seconds / 3600:.3g} CPU-hours (limits "
+            f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB, {TIME_LIMIT_SECONDS / 3600:g} h); use fewer rows (aggregate "
+            "identical comparisons into one row with m > 1), a smaller d, or fewer items")
+
+
+def check_theta_for_debias(theta: np.ndarray, i, j, X) -> None:
+    """ValueError when ``theta`` (already a finite 2-d array) cannot be the estimate of these
+    comparisons: its shape does not match them (naming both, and a transposition), or its rows do
+    not sum to zero (refused, not re-centred: the intervals would be for another
+    parametrisation)."""
+    n_rows, d = theta.shape
+    X = np.asarray(X)
+    width = X.shape[1] if X.ndim == 2 else None
+    try:
+        largest = max(int(np.max(i)), int(np.max(j)))
+    except (TypeError, ValueError):  # empty or not integers: check.comparisons names it
+        largest = -1
+    if (width is not None and width != d) or largest >= n_rows:
+        transposed = width == n_rows and largest < d
+        hint = f"; it looks transposed: theta.T has shape {theta.T.shape}" if transposed else ""
+        raise ValueError(
+            f"theta has shape {theta.shape}, but these comparisons need (n_items, d) with d = {width} (X's "
+            f"columns) and n_items > {largest} (the largest item index in i, j){hint}")
+    sums = theta.sum(axis=0)
+    offset = float(np.abs(sums).max()) / n_rows
+    if offset > SUM_ZERO_TOL * max(1.0, float(np.abs(theta).max())):
+        raise ValueError(
+            f"theta's rows do not sum to zero (their mean is off zero by up to {offset:.3g}, e.g. a reference-item "
+            "fit); debias works in the sum-zero parametrisation of the paper and does not re-centre silently: "
+            "pass theta - theta.mean(axis=0), which has the same likelihood, and compare intervals in that "
+            "parametrisation")

@@ -1,0 +1,200 @@
+"""The inner solver of both MLEs: safeguarded Newton on a penalised likelihood over the sum-zero space.
+
+F(theta) = L(theta) + sum_i quad_i/2 ||theta_i||^2 - <lin, theta> (quad: ridge, tie-break and ball
+multipliers; lin: the tie-break's pull towards its reference) is minimised in reduced coordinates
+theta = Q beta (:mod:`study.core.contrasts`), each Newton system solved exactly by
+:func:`study.core.systems.factorize` or, from 300 parameters, by PCG (:mod:`study.core.iterative`).
+The stopping rule, line searches and chord steps are described in :mod:`study.core.mle`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit
+
+from . import costs
+from .contrasts import from_reduced, to_reduced
+from .iterative import IterativeFactor, iterative
+from .likelihood import ComparisonData
+from .systems import factorize, reduced_weights
+
+FORCING = 1e-3  # inexact Newton (iterative solver): the step solves K d = -g to FORCING * ||g||_inf
+
+
+class Objective:
+    """F(theta) = L(theta) + sum_i quad_i/2 ||theta_i||^2 - <lin, theta> on the sum-zero space, in
+    reduced coordinates theta = Q beta (beta flat, length (n-1) d): since Q'Q = I the quadratic
+    term is beta' (Q' diag(quad) Q (x) I) beta / 2 and the linear one <Q' lin, beta>.  Margins
+    and gradients are computed in item form (O(t d)) and moved by the fast Helmert transform."""
+
+    def __init__(self, data: ComparisonData, quad: np.ndarray, lin: np.ndarray | None, lin_r=None):
+        self.data, self.quad, self.lin = data, quad, lin
+        self.k, self.d = data.n_items - 1, data.dim
+        # ndarray methods, not np.all: this object is built several times a step, where the
+        # module-level functions' dispatch is a measurable part of the cost
+        self.uniform = bool((quad == quad[0]).all())
+        self.strictly_convex = bool((quad > 0.0).all())
+        self.iterative = iterative(data)
+        # Q' diag(quad) Q: explicitly ((n-1)^2) for small n, by the Helmert transform (O(n d)) for large
+        self.small = None if self.uniform or self.iterative else reduced_weights(quad)
+        if lin_r is None and lin is not None:  # Q' lin, flat (may be passed in: the dual loop reuses it)
+            lin_r = to_reduced(lin).ravel()
+        self.lin_r = lin_r
+        self._last_penalty = None
+
+    def margins(self, beta):
+        return self.data.reduced_margins(beta)
+
+    def _penalty_gradient(self, beta):
+        if self.uniform:
+            return self.quad[0] * beta
+        if self.small is None:  # two Helmert transforms: kept for the last beta (value and gradient share it)
+            if self._last_penalty is None or self._last_penalty[0] is not beta:
+                self._last_penalty = (beta, to_reduced(self.quad[:, None] * from_reduced(beta.reshape(self.k, self.d)))
+                                      .ravel())
+            return self._last_penalty[1]
+        return (self.small @ beta.reshape(self.k, self.d)).ravel()
+
+    def factor(self, u):
+        """The Newton system at margins u: factorised, or (large problems) solved by PCG."""
+        if self.iterative:
+            return IterativeFactor(self.data, u, self.quad)
+        return factorize(self.data, u, self.quad)
+
+    def value(self, beta, u):
+        val = self.data.nll(None, u) + 0.5 * float(beta @ self._penalty_gradient(beta))
+        if self.lin_r is not None:
+            val -= float(self.lin_r @ beta)
+        return val
+
+    def gradient(self, beta, u):
+        """Q' grad F, flat."""
+        grad = self.data.reduced_gradient(u) + self._penalty_gradient(beta)
+        if self.lin_r is not None:
+            grad = grad - self.lin_r
+        return grad
+
+def line_minimum(objective, beta, u, direction, slope, max_iterations=30) -> float:
+    """argmin over s > 0 of F(beta + s direction) to 1e-3 of the initial slope: safeguarded
+    Newton on the derivative, which costs O(t) per evaluation because the margins are affine in s
+    (u + s a with a the direction's margins).  Far from the optimum of a near-separable fit the
+    Newton step's length is badly off while its direction is sound; the exact length saves outer
+    iterations, each of which needs a new factorisation.  Falls back on 1 (the Newton step)."""
+    a = objective.margins(direction)
+    data = objective.data
+    t = data.t
+    m, wins = data.m[:t], data.wins[:t]
+    penalty = objective._penalty_gradient(direction)
+    curvature_pen, offset = float(direction @ penalty), float(beta @ penalty)
+    if objective.lin_r is not None:
+        offset -= float(objective.lin_r @ direction)
+
+    def derivatives(step):
+        sig = expit(u + step * a)
+        return (float((m * sig - wins) @ a) + offset + step * curvature_pen,
+                float((m * sig * (1.0 - sig)) @ (a * a)) + curvature_pen)
+
+    lo, hi = 0.0, None
+    step = 1.0
+    for _ in range(max_iterations):
+        first, second = derivatives(step)
+        if not math.isfinite(first):
+            return 1.0
+        if abs(first) <= 1e-3 * abs(slope):
+            return step
+        if first < 0.0:
+            lo = step
+        else:
+            hi = step
+        trial = step - first / second if second > 0.0 else np.inf
+        if hi is None:
+            step = trial if math.isfinite(trial) and trial > step else 2.0 * step
+        elif lo < trial < hi:
+            step = trial
+        else:
+            step = 0.5 * (lo + hi)
+    return step if lo > 0.0 else 1.0
+
+
+def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, factor_hint=None):
+    """Minimise ``objective`` over theta = Q beta from ``theta`` (assumed sum-zero).
+
+    Safeguarded Newton: Armijo backtracking while the predicted decrease is visible in floating
+    point; once it is below 1e-10 |F| (the quadratic model is then exact to working precision)
+    the full step is taken, and the loop stops if the KKT residual no longer falls.
+    ``factor_hint``, a Cholesky factor of a nearby reduced Hessian (the previous time step's), is
+    tried first for chord steps: full steps, each kept only if it cuts the KKT residual tenfold
+    (otherwise undone, and the factor refreshed).  Returns theta (not beta) and its margins."""
+    data = objective.data
+    n, d = theta.shape
+    factor = factor_hint
+    # chord steps reuse an old factor; the iterative solver reuses its preconditioner instead
+    chord = factor_hint is not None and not objective.iterative
+    beta = to_reduced(theta).ravel()
+    u = objective.margins(beta)
+    value = None  # F(beta), computed only when a line search needs it (chord steps never do)
+    previous = np.inf
+    hessians = 0
+    precise = False  # True once steps are taken in the "model exact to working precision" regime
+    before_chord = None  # the point a chord step started from, to return to if it fails
+    strictly_convex = objective.strictly_convex
+
+    def done(ok):
+        return from_reduced(beta.reshape(n - 1, d)), hessians, residual, ok, factor, u
+
+    for _ in range(3 * max_steps + 3):
+        grad = objective.gradient(beta, u)
+        residual = float(np.abs(grad).max())
+        if chord and not residual <= 0.1 * previous:  # the old factor is not good enough here: undo, refresh
+            chord = False
+            beta, u, value, grad, residual = before_chord
+        if residual <= tol:
+            return done(True)
+        if precise and residual >= previous:  # stalled at working precision
+            return done(residual <= 1e3 * tol)
+        if not chord:
+            if hessians >= max_steps:
+                break
+            factor = objective.factor(u)
+            hessians += 1
+            costs.add("newton_systems")
+        previous = residual
+        # the iterative solver's forcing term: an inexact Newton step, accurate to a small part of
+        # the residual and well below the stopping tolerance
+        direction = -(factor.solve(grad, atol=max(0.2 * tol, FORCING * residual)) if objective.iterative
+                      else factor.solve(grad))
+        slope = float(grad @ direction)
+        if not math.isfinite(slope) or slope >= 0:  # not a descent direction: refresh, else steepest descent
+            if chord:
+                chord = False
+                previous = np.inf
+                continue
+            direction = -grad
+            slope = float(grad @ direction)
+        if chord:  # a full chord step, judged by the residual at the next iteration
+            before_chord = (beta, u, value, grad, residual)
+            beta = beta + direction
+            u, value = objective.margins(beta), None
+            continue
+        if value is None:
+            value = objective.value(beta, u)
+        if -slope < 1e-10 * (1.0 + abs(value)):
+            precise = True
+            beta = beta + direction
+            u, value = objective.margins(beta), None
+            continue
+        # exact line search only where the minimiser is unique whatever the path (every weight
+        # positive): the exact opt1 re-solve's success, and so the estimate, depends on its path
+        size = line_minimum(objective, beta, u, direction, slope) if strictly_convex else 1.0
+        for _ in range(60):
+            trial = beta + size * direction
+            trial_u = objective.margins(trial)
+            trial_value = objective.value(trial, trial_u)
+            if math.isfinite(trial_value) and trial_value <= value + 1e-4 * size * slope:
+                break
+            size *= 0.5
+        else:
+            return done(residual <= 1e3 * tol)
+        beta, u, value = trial, trial_u, trial_value
+    return done(False)
