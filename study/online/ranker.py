@@ -305,7 +305,7 @@ class Ranker:
             except StoreError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
             state.rng_ask = None  # until the ask is stored
-            step = Step(t, x, state.uniforms[t - 1], state.graph, state.estimate.theta, state.debiased.for_policy,
+            step = Step(t, x, state.uniforms[t - 1], state.policy_graph, state.estimate.theta, state.debiased.for_policy,
                         rng=state.rng, setting=state.setting)
             major, other, explored = _checked(state.policy.select(step), self.config.policy, t, state.graph)
             now = time.time()

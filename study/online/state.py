@@ -88,6 +88,9 @@ class LoopState:
         self.setting = config.setting()
         edges = config.edges_array()
         self.graph = ComparisonGraph.from_edges(edges, n)
+        # The policy gets a copy of its own: a choice is checked against self.graph, which no
+        # policy holds (a frozen copy can still be swapped field by field with object.__setattr__).
+        self.policy_graph = ComparisonGraph.from_edges(edges, n)
         env = SimpleNamespace(n_items=n, dim=d, T=T, edges=edges, theta0=config.theta0_array())
         self.estimate = Estimate(self.setting, env)
         self.debiased = _SharedDebias(self.estimate, self.graph)
@@ -130,7 +133,7 @@ class LoopState:
         self.clean = False
         score = wins + 0.5 * ties  # a tie is half a win for each side, as in the replays
         if self.update is not None:
-            step = Step(ask_id, x, self.uniforms[ask_id - 1], self.graph, self.estimate.theta, self.debiased.for_policy,
+            step = Step(ask_id, x, self.uniforms[ask_id - 1], self.policy_graph, self.estimate.theta, self.debiased.for_policy,
                         rng=None, setting=self.setting)
             self.update(step, Choice(major, other, explored), score)
         self.estimate.update(seq, major, other, x, score, m)

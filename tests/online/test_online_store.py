@@ -344,3 +344,29 @@ def test_a_refused_batch_changes_nothing(small):
         np.testing.assert_array_equal(ranker.theta, theta)
     assert ranker.tell_many([(second, 0, 2, 1), {"ticket": open_, "wins": 3}]) == 2
     assert ranker.n_told == 3 and ranker.pending() == []
+
+
+class _GraphSwapper:
+    """Replaces the adjacency of the graph it is handed (a frozen dataclass, swapped through
+    object.__setattr__) by a complete one, then asks for a pair that is not an edge."""
+
+    def __init__(self, setting):
+        pass
+
+    def select(self, step):
+        object.__setattr__(step.graph, "adjacency", np.ones((3, 3), dtype=bool))
+        return study.Choice(0, 2, False)
+
+
+def test_a_policy_that_swaps_its_graph_cannot_ask_for_a_non_edge(tmp_path):
+    """The ranker checks a choice against its own graph, not the copy the policy holds."""
+    study.register_policy("graph-swapper", _GraphSwapper)
+    try:
+        with Ranker(tmp_path / "s.sqlite", n_items=3, dim=2, T=20, seed=1, policy="graph-swapper",
+                    edges=[(0, 1), (1, 2)]) as ranker:
+            before = dump(tmp_path / "s.sqlite")
+            with pytest.raises(ValueError, match=r"returned \(0, 2\), which is not an edge"):
+                ranker.ask([1.0, 0.5])
+            assert dump(tmp_path / "s.sqlite") == before
+    finally:
+        study.policies.unregister_policy("graph-swapper")
