@@ -33,7 +33,9 @@ from .._util import sha256_files
 
 MAGIC = b"study.online checkpoint 1\n"
 DTYPES = {"<f8", "<f4", "<i8", "<i4", "|b1"}
-SKIP_ESTIMATE = {"setting", "data", "debiased"}  # the config, the told rows, a cache
+# the config, the told rows, a cache, and what the refits cost (CPU seconds: a measurement of the
+# process that made them, which no fit reads; a reopened ranker counts its own from zero)
+SKIP_ESTIMATE = {"setting", "data", "debiased", "work", "regime_steps", "regime_cpu", "debias_cpu", "slowest"}
 # what ComparisonData computes from the told rows (and its edges) alone: rebuilt by appending them
 DATA_ROWS = {"n_items", "dim", "capacity", "t", "a", "b", "X", "XX", "wins", "m", "edge_id", "_flat_a", "_flat_b",
              "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx", "_rr", "_reduced_map"}

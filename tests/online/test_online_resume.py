@@ -196,6 +196,8 @@ def test_a_store_of_the_previous_format_is_verified_then_upgraded_once(tmp_path,
         warnings.simplefilter("always")
         ranker = Ranker(path)
     for warning in caught:  # the stored estimate, computed on another machine, may differ in its last bits
+        if "the code of policy 'RB' changed since the store was created" in str(warning.message):
+            continue  # the fixture was written by older code: a policy's provenance covers more files since
         gap = float(str(warning.message).split("gave an estimate ")[1].split()[0])
         assert "BLAS kernel" in str(warning.message) and gap < 1e-12, warning.message
     assert fits["n"] == 30  # the one refit of the history, in the upgrading transaction
