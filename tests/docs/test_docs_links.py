@@ -120,7 +120,6 @@ def test_citation_cites_the_paper_and_the_software():
     assert cff["license"] == "BSD-3-Clause" and (ROOT / "LICENSE").read_text().startswith("BSD 3-Clause License")
 
 
-@pytest.mark.xfail(strict=True, reason="until the reference outcome is regenerated with the T0 columns (this change)")
 def test_readme_final_values_are_the_reference_summary():
     from readme_numbers import BEGIN, END, table
     text = (ROOT / "README.md").read_text(encoding="utf-8")
