@@ -235,11 +235,16 @@ class SymmetricInverse:
         if info != 0:
             raise LinAlgError(f"potri failed (info={info})")
         self.upper = upper.astype(np.float32, copy=False) if single else upper
-        self.symv, self.symm = (blas.ssymv, blas.ssymm) if single else (blas.dsymv, blas.dsymm)
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         x = rhs.astype(self.upper.dtype, copy=False)
-        out = self.symv(1.0, self.upper, x) if x.ndim == 1 else self.symm(1.0, self.upper, x)
+        # the routine follows from the precision held (not kept on the instance: an online ranker's
+        # checkpoint holds arrays and core objects only)
+        single = self.upper.dtype == np.float32
+        if x.ndim == 1:
+            out = (blas.ssymv if single else blas.dsymv)(1.0, self.upper, x)
+        else:
+            out = (blas.ssymm if single else blas.dsymm)(1.0, self.upper, x)
         return out.astype(float, copy=False)
 
     __matmul__ = solve

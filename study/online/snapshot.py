@@ -10,8 +10,8 @@ Restored onto an estimate holding the same rows, the next fit is bit for bit the
 
 The encoding is explicit, not :mod:`pickle` (a store may come from anyone, and unpickling runs
 code): a JSON tree of plain values, tuples, lists, string-keyed dicts, numpy arrays (their bytes,
-dtype from a short list, shape, memory order and writeability, so that BLAS takes the same path),
-scipy's BLAS/LAPACK routines by name (a kept preconditioner holds the ones that apply it) and objects of classes defined in :mod:`study.core` (rebuilt without calling their constructor, as
+dtype from a short list, shape, memory order and writeability, so that BLAS takes the same path)
+and objects of classes defined in :mod:`study.core` (rebuilt without calling their constructor, as
 pickle does), with shared objects kept shared.  Decoding a malformed blob raises
 :class:`SnapshotError`; it never imports or calls anything but those classes' ``__new__``.
 
@@ -41,7 +41,6 @@ DATA_ROWS = {"n_items", "dim", "capacity", "t", "a", "b", "X", "XX", "wins", "m"
              "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx", "_rr", "_reduced_map"}
 CLASS_PREFIX = "study.core."
 _FINGERPRINT: list = []
-_ROUTINES: dict = {}
 
 
 class SnapshotError(ValueError):
@@ -56,41 +55,6 @@ def fingerprint() -> str:
         files = sorted((root / "core").rglob("*.py")) + [root / "simulation" / "estimator.py"]
         _FINGERPRINT.append(sha256_files(files, root=root))
     return _FINGERPRINT[0]
-
-
-def _routines() -> dict:
-    """id -> ["blas" | "lapack", name] of scipy's BLAS/LAPACK routines (computed once)."""
-    if not _ROUTINES:
-        from scipy.linalg import blas, lapack
-
-        for label, module in (("blas", blas), ("lapack", lapack)):
-            for name in dir(module):
-                value = getattr(module, name)
-                if type(value).__name__ == "fortran" and not name.startswith("_"):
-                    _ROUTINES.setdefault(id(value), [label, name])
-    return _ROUTINES
-
-
-def _routine_name(value):
-    """["blas" or "lapack", name] of a scipy BLAS/LAPACK routine (an object the core keeps to apply
-    a kept preconditioner), else None."""
-    if type(value).__name__ != "fortran":
-        return None
-    return _routines().get(id(value))
-
-
-def _routine(entry):
-    """The scipy BLAS/LAPACK routine a ``$f`` node names (looked up on the imported modules, never
-    imported or called)."""
-    from scipy.linalg import blas, lapack
-
-    if not (isinstance(entry, list) and len(entry) == 2 and entry[0] in ("blas", "lapack")
-            and isinstance(entry[1], str) and entry[1].isidentifier() and not entry[1].startswith("_")):
-        raise SnapshotError(f"a routine node is malformed ({str(entry)[:60]!r})")
-    value = getattr(blas if entry[0] == "blas" else lapack, entry[1], None)
-    if value is None or type(value).__name__ != "fortran":
-        raise SnapshotError(f"{entry[0]}.{entry[1]} is not a BLAS/LAPACK routine")
-    return value
 
 
 # --- encoding ------------------------------------------------------------------------------------
@@ -139,9 +103,6 @@ class _Encoder:
             return {"$d": {k: self.node(v) for k, v in value.items()}}
         if value is self.data:
             return {"$data": 1}
-        routine = _routine_name(value)
-        if routine is not None:
-            return {"$f": routine}
         cls = type(value)
         if not cls.__module__.startswith(CLASS_PREFIX) or not hasattr(value, "__dict__") or hasattr(cls, "__slots__"):
             raise TypeError(f"cannot checkpoint a {cls.__module__}.{cls.__qualname__} object")
@@ -221,8 +182,6 @@ class _Decoder:
             return {str(k): self.node(v) for k, v in self._dict(value["$d"]).items()}
         if "$data" in value:
             return self.data
-        if "$f" in value:
-            return _routine(value["$f"])
         if "$o" in value:
             cls = _class(value["$o"])
             obj = cls.__new__(cls)

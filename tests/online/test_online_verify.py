@@ -221,19 +221,3 @@ def test_a_checkpoint_that_decodes_but_lies_is_refused_where_it_would_be_used(va
             assert reader.n_told == 12
         assert fingerprint(path) == before
 
-
-def test_a_checkpoint_names_blas_routines_and_decodes_nothing_else():
-    """A kept preconditioner holds the BLAS routines that apply it (n >= 31 at d = 10): they are
-    stored by name and looked up on scipy's modules; any other name is refused."""
-    from scipy.linalg import blas, lapack
-
-    from study.online import snapshot
-
-    node = snapshot._Encoder(None).node((blas.ssymv, lapack.dpotrf))
-    assert node == {"$t": [{"$f": ["blas", "ssymv"]}, {"$f": ["lapack", "dpotrf"]}]}
-    decoder = snapshot._Decoder(b"", 0, None)
-    assert decoder.node(node) == (blas.ssymv, lapack.dpotrf)
-    for bad in (["os", "system"], ["blas", "__class__"], ["blas", "get_blas_funcs"], ["lapack", "nope"], "ssymv",
-                ["blas"], ["blas", 3]):
-        with pytest.raises(snapshot.SnapshotError):
-            decoder.node({"$f": bad})
