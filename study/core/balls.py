@@ -71,7 +71,7 @@ def dual_ascent(data, theta, nu, *, radius, base_quad, lin, lin_r, abs_tol, feas
 
     def inner(nu_value, start, hint):
         objective = Objective(data, base_quad + nu_value, lin, lin_r)
-        sol, steps, res, ok, inner_factor, u = newton(objective, start, abs_tol, max_steps, hint)
+        sol, steps, res, ok, inner_factor, u, _ = newton(objective, start, abs_tol, max_steps, hint)
         dual = objective.value(to_reduced(sol).ravel(), u) - 0.5 * gamma2 * float(nu_value.sum())
         return sol, steps, res, ok, dual, _slack(sol, gamma2), inner_factor  # slack: the dual gradient
 

@@ -134,9 +134,9 @@ class IterativeFactor:
         kept factor's item-form route where it has one (row space), else None."""
         return self._base().item_quadratic(theta, free)
 
-    def add(self, column: np.ndarray) -> "IterativeFactor":
+    def add(self, column: np.ndarray, max_rank: int | None = None) -> "IterativeFactor":
         """Fold a new row's term into the kept factor (Woodbury; kept as is once its rank budget
-        is used up, CG absorbing the difference)."""
+        is used up, CG absorbing the difference).  ``max_rank`` is the direct solvers' (unused)."""
         data = self.data
         if data.preconditioner is not None:
             try:

@@ -78,14 +78,18 @@ class FitResult:
     kkt_residual: float  # ||Q' grad F||_inf of the solved objective (proximal term included)
     converged: bool
     factor: object = None  # Cholesky factor of the last reduced Hessian (a warm start for the next fit)
+    point: object = None  # newton.Point at theta, without ball constraints (a warm start for the next fit)
 
 
 def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, radius: float | None = None,
           reference: np.ndarray | None = None, prox: float | None = None, multipliers: np.ndarray | None = None,
-          tol: float | None = None, max_steps: int = 100, max_dual_steps: int = 100, factor_hint=None) -> FitResult:
+          tol: float | None = None, max_steps: int = 100, max_dual_steps: int = 100, factor_hint=None,
+          start=None) -> FitResult:
     """Minimise L(theta) + ridge/2 ||theta||^2 [+ prox/2 ||theta - reference||^2] over the sum-zero
     space, with ||theta_i|| <= radius if given.  ``prox`` defaults to ``TIE_BREAK_WEIGHT`` when
-    ridge == 0 (the tie-break, see module docstring) and to 0 otherwise."""
+    ridge == 0 (the tie-break, see module docstring) and to 0 otherwise.  ``start``, a
+    :class:`study.core.newton.Point` on ``data`` (the previous fit's ``point``, extended by the new
+    rows), replaces ``theta_start`` without ball constraints: the first pass over the rows is saved."""
     n, d = theta_start.shape
     theta = theta_start - theta_start.sum(axis=0) / n  # = mean, without np.mean's call overhead
     if prox is None:
@@ -101,11 +105,14 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     abs_tol = tol * (1.0 + data.total_comparisons)
 
     if radius is None:
-        theta, steps, residual, ok, factor, _ = newton(Objective(data, base_quad, lin), theta, abs_tol,
-                                                       max_steps, factor_hint)
+        theta, steps, residual, ok, factor, _, point = newton(Objective(data, base_quad, lin), theta, abs_tol,
+                                                              max_steps, factor_hint, start)
         if prox > 0.0:
             theta, residual = _polish(data, theta, ridge, factor, abs_tol)
-        return _finish(theta, theta_start, np.zeros(n), steps, residual, ok, factor)
+            point = None
+        fit = _finish(theta, theta_start, np.zeros(n), steps, residual, ok, factor)
+        fit.point = point if fit.converged else None
+        return fit
 
     # Ball constraints: projected Newton ascent on the dual over nu >= 0 (study.core.balls).
     gamma2 = float(radius) ** 2

@@ -9,6 +9,7 @@ The stopping rule, line searches and chord steps are described in :mod:`study.co
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
@@ -42,6 +43,7 @@ class Objective:
             lin_r = to_reduced(lin).ravel()
         self.lin_r = lin_r
         self._last_penalty = None
+        self.last_loss = None
 
     def margins(self, beta):
         return self.data.reduced_margins(beta)
@@ -68,9 +70,13 @@ class Objective:
             val -= float(self.lin_r @ beta)
         return val
 
-    def gradient(self, beta, u):
-        """Q' grad F, flat."""
-        grad = self.data.reduced_gradient(u) + self._penalty_gradient(beta)
+    def gradient(self, beta, u, loss_gradient=None):
+        """Q' grad F, flat; ``loss_gradient``, Q' grad L at margins u, if known.  The last loss
+        gradient computed is kept with its margins (``self.last_loss``): the point a fit ends at."""
+        if loss_gradient is None:
+            loss_gradient = self.data.reduced_gradient(u)
+        self.last_loss = (u, loss_gradient)
+        grad = loss_gradient + self._penalty_gradient(beta)
         if self.lin_r is not None:
             grad = grad - self.lin_r
         return grad
@@ -117,7 +123,30 @@ def line_minimum(objective, beta, u, direction, slope, max_iterations=30) -> flo
     return step if lo > 0.0 else 1.0
 
 
-def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, factor_hint=None):
+@dataclass(frozen=True)
+class Point:
+    """A point of a fit in reduced coordinates with what a pass over the rows computes there: its
+    margins u and the loss gradient Q' grad L.  Handed to the next refit (one row more), it saves
+    that refit's first pass: the new row's margin and gradient term are O(d) (:meth:`extended`)."""
+
+    beta: np.ndarray
+    margins: np.ndarray
+    loss_gradient: np.ndarray
+
+    def extended(self, data: ComparisonData) -> "Point":
+        """The same point after ``data`` gained rows (their margins and gradient terms added)."""
+        u, grad = self.margins, self.loss_gradient
+        old = len(u)
+        if old == data.t:
+            return self
+        rows = np.stack([data.reduced_row(k) for k in range(old, data.t)])
+        new_u = rows @ self.beta
+        residual = data.m[old:data.t] * expit(new_u) - data.wins[old:data.t]
+        return Point(self.beta, np.concatenate([u, new_u]), grad + residual @ rows)
+
+
+def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, factor_hint=None,
+           start: Point | None = None):
     """Minimise ``objective`` over theta = Q beta from ``theta`` (assumed sum-zero).
 
     Safeguarded Newton: Armijo backtracking while the predicted decrease is visible in floating
@@ -125,14 +154,20 @@ def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, 
     the full step is taken, and the loop stops if the KKT residual no longer falls.
     ``factor_hint``, a Cholesky factor of a nearby reduced Hessian (the previous time step's), is
     tried first for chord steps: full steps, each kept only if it cuts the KKT residual tenfold
-    (otherwise undone, and the factor refreshed).  Returns theta (not beta) and its margins."""
+    (otherwise undone, and the factor refreshed).  ``start``, a :class:`Point` on the same rows,
+    replaces ``theta`` and the first pass over the rows.  Returns theta (not beta), its margins,
+    and the final :class:`Point` (None where the last pass was not at the returned point)."""
     data = objective.data
     n, d = theta.shape
     factor = factor_hint
     # chord steps reuse an old factor; the iterative solver reuses its preconditioner instead
     chord = factor_hint is not None and not objective.iterative
-    beta = to_reduced(theta).ravel()
-    u = objective.margins(beta)
+    if start is None:
+        beta = to_reduced(theta).ravel()
+        u = objective.margins(beta)
+        known = None
+    else:
+        beta, u, known = start.beta, start.margins, start.loss_gradient
     value = None  # F(beta), computed only when a line search needs it (chord steps never do)
     previous = np.inf
     hessians = 0
@@ -141,10 +176,13 @@ def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, 
     strictly_convex = objective.strictly_convex
 
     def done(ok):
-        return from_reduced(beta.reshape(n - 1, d)), hessians, residual, ok, factor, u
+        last = objective.last_loss
+        point = Point(beta, u, last[1]) if last is not None and last[0] is u else None
+        return from_reduced(beta.reshape(n - 1, d)), hessians, residual, ok, factor, u, point
 
     for _ in range(3 * max_steps + 3):
-        grad = objective.gradient(beta, u)
+        grad = objective.gradient(beta, u, known)
+        known = None
         residual = float(np.abs(grad).max())
         if chord and not residual <= 0.1 * previous:  # the old factor is not good enough here: undo, refresh
             chord = False

@@ -331,10 +331,11 @@ class Factor:
             out = out - zc @ cholesky_solve(self.small, zc.T)
         return out
 
-    def add(self, column: np.ndarray) -> "Factor | None":
-        """A new factor for K0 + V V' + column column'; None once the rank budget is used up."""
+    def add(self, column: np.ndarray, max_rank: int | None = None) -> "Factor | None":
+        """A new factor for K0 + V V' + column column'; None once the rank budget (``max_rank``,
+        default :attr:`max_rank`) is used up."""
         V = column[:, None] if self.V is None else np.column_stack([self.V, column])
-        if V.shape[1] > self.max_rank:
+        if V.shape[1] > (self.max_rank if max_rank is None else max_rank):
             return None
         new = Factor(self.base)
         new.V = V

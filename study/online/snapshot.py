@@ -35,10 +35,13 @@ MAGIC = b"study.online checkpoint 1\n"
 DTYPES = {"<f8", "<f4", "<i8", "<i4", "|b1"}
 # the config, the told rows, a cache, and what the refits cost (CPU seconds: a measurement of the
 # process that made them, which no fit reads; a reopened ranker counts its own from zero)
-SKIP_ESTIMATE = {"setting", "data", "debiased", "work", "regime_steps", "regime_cpu", "debias_cpu", "slowest"}
+SKIP_ESTIMATE = {"setting", "data", "debiased", "work", "regime_steps", "regime_cpu", "debias_cpu", "slowest",
+                 "_point", "reuse_point", "factor_rank"}
+# _point: the margins and gradient at point_beta, recomputed by one pass; reuse_point and factor_rank:
+# derived from the problem's size, as the setting is
 # what ComparisonData computes from the told rows (and its edges) alone: rebuilt by appending them
 DATA_ROWS = {"n_items", "dim", "capacity", "t", "a", "b", "X", "XX", "wins", "m", "edge_id", "_flat_a", "_flat_b",
-             "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx", "_rr", "_reduced_map"}
+             "_cell_a", "_cell_b", "gemm_margins", "gemm_gradient", "_incidence", "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx", "_rr", "_reduced_map"}
 CLASS_PREFIX = "study.core."
 _FINGERPRINT: list = []
 
@@ -265,6 +268,11 @@ def restore(estimate, blob: bytes):
     if multipliers is not None and (not isinstance(multipliers, np.ndarray) or multipliers.shape != (len(theta),)
                                     or not (multipliers >= 0.0).all()):
         raise SnapshotError("its ball multipliers are not None or n non-negative numbers")
+    point_beta = values.get("point_beta")
+    if point_beta is not None and (not isinstance(point_beta, np.ndarray) or point_beta.dtype != np.float64
+                                   or point_beta.shape != (theta.size - theta.shape[1],)
+                                   or not np.isfinite(point_beta).all()):
+        raise SnapshotError("its warm-start point is not None or a finite (n - 1) d float array")
     for owner, restored in ((estimate, values), (estimate.data, data_values)):
         for name, value in restored.items():  # what a fresh estimator sets, of the same kind
             fresh = getattr(owner, name, None)

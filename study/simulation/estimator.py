@@ -21,9 +21,11 @@ from ..core import costs
 from ..core.inference import DebiasResult, debias_data
 from ..core.likelihood import ComparisonData
 from ..core.mle import identified, new_row_term, solve
+from ..core.newton import Point
 
 
 REGIMES = ("tie_break", "exact_balls", "identified", "stage2")
+LARGE_FACTOR_RANK = 32
 
 
 class Estimate:
@@ -43,6 +45,18 @@ class Estimate:
         self.regime_cpu = dict.fromkeys(REGIMES, 0.0)
         self.debias_cpu = 0.0
         self.slowest = (0.0, 0)  # (CPU s, t) of the most expensive refit
+        # Stage 2 of large problems (no reduced design, where a pass over the rows costs O(t d)):
+        # each refit starts from the previous one's last point, whose margins and loss gradient it
+        # extends by the new row instead of a pass (newton.Point).  The point's beta is state;
+        # its margins and gradient a cache that one pass recomputes (a reopened online ranker's).
+        # Paper-size fits (a pass of a few microseconds) start from theta as before.
+        self.reuse_point = self.data.design is None
+        # and their warm-start factor takes more rank-one terms before it is refreshed: a refresh
+        # (the Hessian, O(t d^2)) then costs more than the Woodbury terms (O(p^2) each); measured
+        # at n = 5, t = 19,000: 2.02 ms per step with 8, 1.42 with 32, 1.32 with 64
+        self.factor_rank = LARGE_FACTOR_RANK if self.reuse_point else None
+        self.point_beta = None
+        self._point = None
 
     def update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
         started = time.process_time()
@@ -74,9 +88,12 @@ class Estimate:
 
     def _update(self, t: int, major: int, other: int, x: np.ndarray, wins: float, m: float) -> None:
         s = self.setting
+        if self.point_beta is not None and self._point is None:  # the cache, on the rows it was made with
+            u = self.data.reduced_margins(self.point_beta)
+            self._point = Point(self.point_beta, u, self.data.reduced_gradient(u))
         self.data.append(major, other, x, wins, m)
         if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
-            self.factor = self.factor.add(new_row_term(self.data, self.theta))
+            self.factor = self.factor.add(new_row_term(self.data, self.theta), self.factor_rank)
         if t <= s.T0:
             # rows only add information: once identified, always identified; the rank bound
             # settles the early steps without a factorisation, and so does an exact null vector
@@ -95,7 +112,11 @@ class Estimate:
         else:
             ridge = s.lambda_t(t)
             reference = self.theta if (ridge == 0.0 and s.tie_break == "nearest") else None
-            fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor)
+            start = None if self._point is None else self._point.extended(self.data)
+            fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor, start=start)
+        point = fit.point if (t > s.T0 and self.reuse_point) else None
+        self._point = point
+        self.point_beta = None if point is None else point.beta
         self.factor = fit.factor
         self.theta = fit.theta
         self.newton_steps += fit.newton_steps

@@ -86,6 +86,33 @@ def test_a_reopened_ranker_equals_a_replayed_one_after_10000_tells(tmp_path, fit
     replayed.close()
 
 
+def test_a_reopened_large_ranker_continues_from_its_warm_start_point(tmp_path, fits):
+    """A store too large for the reduced design (capacity x (n-1)d > 200,000): stage-2 refits start
+    from the last fit's point (newton.Point), whose margins and gradient a reopened ranker rebuilds
+    by one pass; it continues byte for byte as the uninterrupted ranker, and as one that refitted."""
+    path = tmp_path / "r.sqlite"
+    with Ranker(path, n_items=3, dim=2, T=60_000, T0=100, seed=5) as ranker:
+        for k in range(400):
+            ticket = ranker.ask(context(k))
+            ranker.tell(ticket, judge(ticket))
+        estimate = ranker._state.estimate
+        assert estimate.data.design is None and estimate.reuse_point
+        assert estimate.point_beta is not None  # stage 2 keeps the point
+    shutil.copy(path, tmp_path / "replayed.sqlite")
+    shutil.copy(path, tmp_path / "uninterrupted.sqlite")
+    fits["n"] = 0
+    reopened = Ranker(path)
+    assert fits["n"] == 0 and reopened._state.estimate._point is None  # restored: the cache not yet rebuilt
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(snapshot, "fingerprint", lambda: "other code")
+        replayed = Ranker(tmp_path / "replayed.sqlite")
+    assert capture(reopened) == capture(replayed)
+    continue_both(reopened, replayed, 400, 30)
+    assert capture(reopened) == capture(replayed)
+    reopened.close()
+    replayed.close()
+
+
 def test_read_only_opens_and_show_never_refit(tmp_path, monkeypatch):
     path = tmp_path / "r.sqlite"
     with online_child.create(path, T=150) as ranker:
