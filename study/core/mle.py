@@ -12,7 +12,9 @@ transforms of :mod:`study.core.contrasts`; margins and gradients in item form, O
 (the t x t row-space system while rows are fewer than parameters, the dense reduced Hessian
 otherwise) or, from 300 parameters, by PCG (:mod:`study.core.iterative`), warm-started from
 theta(t-1) and from the previous step's factor with the new row folded in by a Woodbury update
-(chord steps, undone and refactorised when they do not cut the residual tenfold).  The ball
+(chord steps, undone and refactorised when they do not cut the residual tenfold); without ball
+constraints also from the previous fit's ``point`` (its margins and loss gradient, extended by
+the new rows: :class:`study.core.newton.Point`), which saves a pass over the rows.  The ball
 constraints (:mod:`study.core.balls`) are handled by per-item Lagrange multipliers nu_i >= 0,
 found by projected Newton ascent on the (concave) dual, each dual point solved by the inner
 Newton (the dual Newton step on the secular form 1/||theta_i|| - 1/gamma (More & Sorensen), its
