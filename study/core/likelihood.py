@@ -240,6 +240,13 @@ class ComparisonData:
         """Gradient of ``nll`` as an (n, d) array; its item blocks sum to zero."""
         t = self.t
         u = self.margins(theta) if u is None else u
+        if self.design is None:  # large problems: 1 / (1 + e^-u), 4x faster than scipy's expit here
+            with np.errstate(over="ignore"):  # e^-u = inf gives sigma = 0, as it should
+                residual = np.exp(-u)
+            residual += 1.0
+            np.divide(self.m[:t], residual, out=residual)
+            residual -= self.wins[:t]
+            return self.design_transpose_times(residual)
         return self.design_transpose_times(self.m[:t] * expit(u) - self.wins[:t])
 
     def reduced_margins(self, beta: np.ndarray) -> np.ndarray:

@@ -7,6 +7,8 @@ its optimisation problem: two solvers meeting the KKT rule ||Q' grad F||_inf <= 
 (tol = 1e-10 with a ridge) are each within that residual over the smallest curvature (at least the
 ridge lambda_t) of the minimiser, so their thetas differ by at most 2 tol (1 + sum m) sqrt(p) / lambda_t.
 """
+import warnings
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -54,6 +56,16 @@ def test_item_form_kernels_match_a_loop_over_the_rows(monkeypatch, n, gemm_margi
         grad_loop[b[k]] += residual[k] * X[k]
         grad_loop[a[k]] -= residual[k] * X[k]
     np.testing.assert_allclose(data.gradient(theta), grad_loop, rtol=0, atol=1e-12 * np.abs(grad_loop).max())
+    far = 400.0 * theta  # margins of hundreds: e^-u overflows, sigma must be exactly 0 or 1, silently
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        far_gradient = data.gradient(far)
+    far_u = np.array([X[k] @ (far[b[k]] - far[a[k]]) for k in range(t)])
+    assert np.abs(far_u).max() > 800
+    far_loop = np.zeros((n, d))
+    np.add.at(far_loop, b, (m * expit(far_u) - wins)[:, None] * X)
+    np.add.at(far_loop, a, -(m * expit(far_u) - wins)[:, None] * X)
+    np.testing.assert_allclose(far_gradient, far_loop, rtol=0, atol=1e-12 * np.abs(far_loop).max())
     weights = m * expit(u_loop) * (1 - expit(u_loop))
     grams = data.edge_grams(theta)
     assert grams.shape == (len(data.edge_lo), d, d)
