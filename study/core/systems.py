@@ -333,12 +333,17 @@ class Factor:
 
     def add(self, column: np.ndarray, max_rank: int | None = None) -> "Factor | None":
         """A new factor for K0 + V V' + column column'; None once the rank budget (``max_rank``,
-        default :attr:`max_rank`) is used up."""
+        default :attr:`max_rank`) is used up.  With an explicit budget (large problems) only the
+        new column is solved, O(p^2) instead of O(p^2 r) (the default solves all columns again:
+        solving the new one alone changes Z's rounding, and the paper-size fits keep theirs)."""
         V = column[:, None] if self.V is None else np.column_stack([self.V, column])
         if V.shape[1] > (self.max_rank if max_rank is None else max_rank):
             return None
         new = Factor(self.base)
         new.V = V
-        new.Z = self.base.solve(V)  # all columns again: solving the new one alone changes Z's rounding (measured)
+        if max_rank is None or self.Z is None:
+            new.Z = self.base.solve(V)
+        else:
+            new.Z = np.column_stack([self.Z, self.base.solve(column)])
         new.small = cholesky(_eye(V.shape[1]) + V.T @ new.Z)
         return new

@@ -143,3 +143,25 @@ def test_stage_two_from_the_last_point_agrees_with_refits_from_theta(monkeypatch
     refits = 600 - Setting.T0
     assert counts["no_point"][0] - counts["fast"][0] >= 0.9 * refits  # one pass fewer per stage-2 refit
     assert counts["fast"][1] < 0.6 * counts["paper"][1]  # 67 against 156 factorisations, measured
+
+
+def test_a_warm_start_factor_grown_column_by_column_solves_its_system(monkeypatch):
+    """The large problems' Woodbury terms (an explicit rank budget: only the new column solved)
+    and the default (every column solved again) both solve K0 + V V' against a dense solve."""
+    from study.core.systems import Factor, factorize
+    data, _ = large(monkeypatch, 4, 3, 300)
+    quad = np.full(4, 0.5)
+    u = data.margins(np.random.default_rng(3).normal(size=(4, 3)))
+    base = factorize(data, u, quad)
+    dense = np.linalg.inv(base.solve(np.eye(9)))  # K0
+    columns = np.random.default_rng(4).normal(size=(12, 9))
+    grown, default = Factor(base), Factor(base)
+    for k, column in enumerate(columns):
+        grown, default = grown.add(column, 32), default.add(column) if k < Factor.max_rank else None
+        system = dense + columns[:k + 1].T @ columns[:k + 1]
+        rhs = np.arange(9.0) - 4
+        exact = np.linalg.solve(system, rhs)
+        np.testing.assert_allclose(grown.solve(rhs), exact, rtol=1e-10, atol=1e-10 * np.abs(exact).max())
+        if default is not None:
+            np.testing.assert_allclose(default.solve(rhs), exact, rtol=1e-10, atol=1e-10 * np.abs(exact).max())
+    assert grown.V.shape == (9, 12) and default is None  # past the default budget of 8
