@@ -62,9 +62,6 @@ class ComparisonData:
         self._flat_a = np.zeros((capacity, dim), dtype=np.intp)
         self._flat_b = np.zeros((capacity, dim), dtype=np.intp)
         self._dims = np.arange(dim)
-        # flat (row, item) indices k n + a_k and k n + b_k into a (t, n) array (the BLAS kernels above)
-        self._cell_a = np.zeros(capacity, dtype=np.intp)
-        self._cell_b = np.zeros(capacity, dtype=np.intp)
         self._edge_index: dict[tuple[int, int], int] = {}
         self.preconditioner = None  # the factor kept for PCG (study.core.iterative), large problems only
         self.preconditioner_budget = 0.0
@@ -78,10 +75,14 @@ class ComparisonData:
         self.design = None  # reduced design rows, (capacity, (n-1) d), for small problems
         if self.capacity * self.n_parameters <= REDUCED_DESIGN_MAX_ENTRIES:
             self.design = np.zeros((self.capacity, self.n_parameters))
-        self.gemm_margins = self.design is None and self.n_items <= GEMM_MARGINS_MAX_ITEMS
-        self.gemm_gradient = self.design is None and self.n_items <= GEMM_GRADIENT_MAX_ITEMS
-        # the rows' signed incidence C' (n, capacity): +1 at b_k, -1 at a_k (the gradient's BLAS kernel)
-        self._incidence = np.zeros((self.n_items, self.capacity)) if self.gemm_gradient else None
+        # the BLAS kernels above, kept only where they are used: the flat (row, item) indices
+        # k n + a_k and k n + b_k into a (t, n) array (margins), and the rows' signed incidence
+        # C' (n, capacity), +1 at b_k and -1 at a_k (gradient)
+        large = self.design is None
+        self._cells = np.zeros((2, self.capacity), dtype=np.intp) \
+            if large and self.n_items <= GEMM_MARGINS_MAX_ITEMS else None
+        self._incidence = np.zeros((self.n_items, self.capacity)) \
+            if large and self.n_items <= GEMM_GRADIENT_MAX_ITEMS else None
         self._xx = np.zeros((self.row_space_rows, self.row_space_rows))  # x_k'x_l
         self._rr = np.zeros((self.row_space_rows, self.row_space_rows))  # r_k'r_l = x_k'x_l c_k'c_l
         if edges is not None:
@@ -117,7 +118,8 @@ class ComparisonData:
         self.edge_id[k] = self._edge(int(a), int(b))
         self._flat_a[k] = a * d + self._dims
         self._flat_b[k] = b * d + self._dims
-        self._cell_a[k], self._cell_b[k] = k * self.n_items + a, k * self.n_items + b
+        if self._cells is not None:
+            self._cells[:, k] = k * self.n_items + a, k * self.n_items + b
         if self._incidence is not None:
             self._incidence[b, k], self._incidence[a, k] = 1.0, -1.0
         if self.design is not None:
@@ -212,6 +214,16 @@ class ComparisonData:
         return (self.n_items - 1) * self.dim
 
     @property
+    def gemm_margins(self) -> bool:
+        """Are the margins one BLAS product and a gather (large problems, few items)?"""
+        return self._cells is not None
+
+    @property
+    def gemm_gradient(self) -> bool:
+        """Is the gradient one BLAS product with the rows' incidence (large problems, fewer items)?"""
+        return self._incidence is not None
+
+    @property
     def total_comparisons(self) -> float:
         return float(self.m[: self.t].sum())
 
@@ -224,9 +236,9 @@ class ComparisonData:
     def margins(self, theta: np.ndarray) -> np.ndarray:
         """u_k = x_k'(theta_b - theta_a) for the stored rows."""
         t = self.t
-        if self.gemm_margins:
+        if self._cells is not None:
             scores = (self.X[:t] @ theta.T).ravel()  # x_k' theta_i for every row and item
-            return scores[self._cell_b[:t]] - scores[self._cell_a[:t]]
+            return scores[self._cells[1, :t]] - scores[self._cells[0, :t]]
         # take, not fancy indexing: the same values, several times faster for a small theta
         return np.einsum("kd,kd->k", self.X[:t], theta.take(self.b[:t], axis=0) - theta.take(self.a[:t], axis=0))
 

@@ -41,7 +41,8 @@ SKIP_ESTIMATE = {"setting", "data", "debiased", "work", "regime_steps", "regime_
 # derived from the problem's size, as the setting is
 # what ComparisonData computes from the told rows (and its edges) alone: rebuilt by appending them
 DATA_ROWS = {"n_items", "dim", "capacity", "t", "a", "b", "X", "XX", "wins", "m", "edge_id", "_flat_a", "_flat_b",
-             "_cell_a", "_cell_b", "gemm_margins", "gemm_gradient", "_incidence", "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx", "_rr", "_reduced_map"}
+             "_cells", "_incidence", "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx",
+             "_rr", "_reduced_map"}
 CLASS_PREFIX = "study.core."
 _FINGERPRINT: list = []
 

@@ -115,7 +115,7 @@ class Estimate:
             reference = self.theta if (ridge == 0.0 and s.tie_break == "nearest") else None
             start = None if self._point is None else self._point.extended(self.data)
             fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor, start=start)
-        point = fit.point if (t > s.T0 and self.reuse_point) else None
+        point = fit.point if self.reuse_point else None  # set by the unconstrained fits of stage 2 only
         self._point = point
         self.point_beta = None if point is None else point.beta
         self.factor = fit.factor
