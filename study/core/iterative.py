@@ -19,6 +19,8 @@ which the factor is rebuilt and the solve repeated (then one or two iterations s
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.linalg import LinAlgError
 
@@ -48,10 +50,27 @@ def reduced_product(data: ComparisonData, weights: np.ndarray, quad: np.ndarray,
     return to_reduced(out).reshape(v.shape)
 
 
+def item_product(data: ComparisonData, weights: np.ndarray, quad: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Q K Q' v for sum-zero item-form v ((n d,) or (n d, c), flattened item vectors): P(H_L +
+    diag(quad) (x) I)v with P the projection onto sum zero (H_L v sums to zero already)."""
+    n, d = data.n_items, data.dim
+    item = v.reshape((n, d) + v.shape[1:])
+    margins = data.design_times(item)
+    scaled = weights * margins if margins.ndim == 1 else weights[:, None] * margins
+    out = data.design_transpose_times(scaled)
+    out += quad.reshape((n,) + (1,) * (item.ndim - 1)) * item
+    out -= out.sum(axis=0) / n
+    return out.reshape(v.shape)
+
+
 def conjugate_gradients(product, precondition, rhs: np.ndarray, rtol: float = RTOL, atol: float = 0.0,
-                        max_iterations: int = MAX_ITERATIONS):
+                        max_iterations: int = MAX_ITERATIONS, max_norm=None):
     """Solve K x = rhs (one or several columns, each its own CG) for SPD K given as ``product``,
-    with the SPD preconditioner ``precondition`` ~ K^{-1}.  Returns (x, iterations, converged)."""
+    with the SPD preconditioner ``precondition`` ~ K^{-1}.  Returns (x, iterations, converged).
+    ``max_norm(r)``, if given, is the max-norm ``atol`` bounds (default ``|r|``'s): the item-form
+    solves bound the reduced residual Q'r, as the reduced ones do."""
+    if rhs.ndim == 1:
+        return _conjugate_gradients_vector(product, precondition, rhs, rtol, atol, max_iterations, max_norm)
     x = np.zeros_like(rhs)
     r = rhs.copy()
     target = rtol * np.sqrt(np.einsum("i...,i...->...", rhs, rhs))
@@ -65,14 +84,46 @@ def conjugate_gradients(product, precondition, rhs: np.ndarray, rtol: float = RT
             step = np.where(curvature > 0.0, rz / curvature, 0.0)
         x += step * direction
         r -= step * kd
-        if np.all(np.sqrt(np.einsum("i...,i...->...", r, r)) <= target) or (
-                atol > 0.0 and float(np.abs(r).max()) <= atol):
+        norms = np.sqrt(np.einsum("i...,i...->...", r, r))
+        if np.all(norms <= target) or (
+                atol > 0.0 and float(np.abs(r).max() if max_norm is None else max_norm(r, norms)) <= atol):
             return x, iteration, True
         z_new = precondition(r)
         rz_new = np.einsum("i...,i...->...", r, z_new)
         # flexible (Polak-Ribiere) beta: robust to a preconditioner applied in single precision
         with np.errstate(invalid="ignore", divide="ignore"):
             beta = np.where(rz > 0.0, (rz_new - np.einsum("i...,i...->...", r, z)) / rz, 0.0)
+        z = z_new
+        direction = z + beta * direction
+        rz = rz_new
+    return x, max_iterations, False
+
+
+def _conjugate_gradients_vector(product, precondition, rhs, rtol, atol, max_iterations, max_norm):
+    """:func:`conjugate_gradients` for one column, its scalars as Python floats and its inner
+    products BLAS dots (a Newton step's solve: a few iterations, where numpy's per-call overhead on
+    0-d arrays was a fifth of an iteration)."""
+    dot = np.dot
+    x = np.zeros_like(rhs)
+    r = rhs.copy()
+    target = rtol * math.sqrt(float(dot(rhs, rhs)))
+    z = precondition(r)
+    direction = z.copy()
+    rz = float(dot(r, z))
+    for iteration in range(1, max_iterations + 1):
+        kd = product(direction)
+        curvature = float(dot(direction, kd))
+        step = rz / curvature if curvature > 0.0 else 0.0
+        x += step * direction
+        r -= step * kd
+        norm = math.sqrt(float(dot(r, r)))
+        if norm <= target or (atol > 0.0 and (float(np.abs(r).max()) if max_norm is None
+                                              else max_norm(r, np.array(norm))) <= atol):
+            return x, iteration, True
+        z_new = precondition(r)
+        rz_new = float(dot(r, z_new))
+        # flexible (Polak-Ribiere) beta: robust to a preconditioner applied in single precision
+        beta = (rz_new - float(dot(r, z))) / rz if rz > 0.0 else 0.0
         z = z_new
         direction = z + beta * direction
         rz = rz_new
@@ -101,7 +152,7 @@ class IterativeFactor:
             # which bounds the condition number; without one (identified opt1) it can be 1e8
             base = preconditioner(data, self.u, self.quad, single=bool(np.all(self.quad > 0.0)))
             order = data.n_parameters if isinstance(base, ExplicitInverse) else data.t
-            data.preconditioner = Factor(base)
+            data.preconditioner = Factor(base, item=hasattr(base, "solve_item"))
             data.preconditioner_budget = max(MIN_REBUILD_ITERATIONS, REBUILD_PER_ROW * order)
             data.preconditioner_stale = 0
         return data.preconditioner
@@ -109,21 +160,57 @@ class IterativeFactor:
     def _product(self, v):
         return reduced_product(self.data, self.weights, self.quad, v)
 
+    def _item_product(self, v):
+        return item_product(self.data, self.weights, self.quad, v)
+
+    def _reduced_max_norm(self, r, norms, atol):
+        """max |Q'r| of an item-form residual r, or a bound on it that decides the comparison with
+        ``atol``: Q'r is transformed only where neither bound does (2 max|r| >= max|Q'r| >= |r|_2 / sqrt(p))."""
+        if 2.0 * float(np.abs(r).max()) <= atol:  # each |(Q'r)_k| <= 2 max|r| (a Helmert contrast)
+            return 0.0
+        if float(norms.max()) > atol * np.sqrt(self.data.n_parameters):
+            return np.inf
+        n, d = self.data.n_items, self.data.dim
+        return float(np.abs(to_reduced(r.reshape((n, d) + r.shape[1:]))).max())
+
+    def _cg(self, base, rhs, atol):
+        if not base.item:
+            return conjugate_gradients(self._product, base.solve, rhs, atol=atol)
+        # conjugate gradients in item coordinates: the same iterates times Q (Q orthonormal), without
+        # the four Helmert transforms per iteration of the reduced ones (product and preconditioner)
+        n, d = self.data.n_items, self.data.dim
+        item = from_reduced(rhs.reshape((n - 1, d) + rhs.shape[1:])).reshape((n * d,) + rhs.shape[1:])
+        x, iterations, ok = conjugate_gradients(self._item_product, base.solve_item, item, atol=atol,
+                                                max_norm=lambda r, norms: self._reduced_max_norm(r, norms, atol))
+        return to_reduced(x.reshape((n, d) + rhs.shape[1:])).reshape(rhs.shape), iterations, ok
+
     def solve(self, rhs: np.ndarray, atol: float = 0.0) -> np.ndarray:
         """K^{-1} rhs to ``RTOL`` (relative, 2-norm), or to ``atol`` (max-norm of the residual) if
         that is looser: an inexact Newton step (its forcing term) needs no more."""
         data = self.data
         base = self._base(fresh=data.preconditioner_stale > data.preconditioner_budget)
-        x, iterations, ok = conjugate_gradients(self._product, base.solve, rhs, atol=atol)
+        x, iterations, ok = self._cg(base, rhs, atol)
         self.iterations += iterations
         data.preconditioner_stale += iterations - 1
         if not ok:  # the kept factor has gone stale: rebuild it here and solve again
             base = self._base(fresh=True)
-            x, more, ok = conjugate_gradients(self._product, base.solve, rhs, atol=atol)
+            x, more, ok = self._cg(base, rhs, atol)
             self.iterations += more
             iterations += more
         costs.add("pcg_iterations", iterations)
         return x
+
+    def predict(self, theta: np.ndarray, change: np.ndarray) -> np.ndarray:
+        """theta - M P(diag(change) (x) I) theta with the kept factor M ~ K^{-1} (item form): the
+        first-order change of the minimiser when the per-item weights change by ``change``."""
+        base = self._base()
+        if not base.item:
+            return theta
+        n, d = theta.shape
+        v = change[:, None] * theta
+        v -= v.sum(axis=0) / n
+        moved = theta - base.solve_item(v.ravel()).reshape(n, d)
+        return moved - moved.sum(axis=0) / n
 
     def approximate_solve(self, rhs: np.ndarray) -> np.ndarray:
         """The preconditioner alone: K^{-1} rhs up to its staleness (for curvature estimates)."""

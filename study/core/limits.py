@@ -42,14 +42,15 @@ def replication_cost(n_items: int, dim: int, T: int, ci_points: int = 0) -> tupl
     can identify theta (T > p): 4 p^2 floats and p^3 / 3 + p^2 n d flops each."""
     from .iterative import ITERATIVE_MIN_PARAMETERS
     from .likelihood import (GEMM_GRADIENT_MAX_ITEMS, GEMM_MARGINS_MAX_ITEMS, REDUCED_DESIGN_MAX_ENTRIES,
-                             ROW_SPACE_MAX_ROWS)
+                             ROW_SPACE_MAX_ROWS, SPARSE_DESIGN_MIN_ITEMS)
 
     n, d = float(n_items), float(dim)
     p = (n - 1) * d
     rows = min(float(T), p, ROW_SPACE_MAX_ROWS)
     large = T * p > REDUCED_DESIGN_MAX_ENTRIES  # the per-row arrays of the large problems' BLAS kernels:
     kernels = ((2.0 if large and n <= GEMM_MARGINS_MAX_ITEMS else 0.0)
-               + (n if large and n <= GEMM_GRADIENT_MAX_ITEMS else 0.0))
+               + (n if large and n <= GEMM_GRADIENT_MAX_ITEMS else 0.0)
+               + (3.0 * d + 0.5 if large and n >= SPARSE_DESIGN_MIN_ITEMS else 0.0))  # the sparse design's
     memory = 8.0 * (T * (d * d + 3 * d + 6 + kernels) + T * n + min(T * p, REDUCED_DESIGN_MAX_ENTRIES)
                     + 12 * rows * rows + 3 * n * n) + 24.0 * n * n
     if T > p:

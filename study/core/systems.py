@@ -25,7 +25,7 @@ from scipy.linalg import LinAlgError, blas, lapack
 
 from . import costs
 from .contrasts import basis, from_reduced, to_reduced
-from .likelihood import ComparisonData
+from .likelihood import ComparisonData, blocks_to_matrix
 
 SMALL_GRAPH_ENTRIES = 2_000_000  # k^2 E of the edge-Gram route to K
 # Below this many parameters a dense factor costs microseconds and the row-space solver's extra
@@ -139,7 +139,7 @@ class PrimalFactor:
 class RowSpaceFactor:
     """K^{-1} through the t x t row-space system (see the module docstring); needs quad > 0."""
 
-    def __init__(self, data: ComparisonData, u: np.ndarray, quad: np.ndarray):
+    def __init__(self, data: ComparisonData, u: np.ndarray, quad: np.ndarray, sparse: bool = False):
         self.data = data
         self.rows = data.t  # the data may grow later; this factor is of its first rows
         self.quad = np.asarray(quad, dtype=float)
@@ -147,9 +147,12 @@ class RowSpaceFactor:
         self.sw = np.sqrt(data.weights(u))
         if self.uniform:
             gram = data.row_gram() * (1.0 / self.quad[0])
+            system = self.sw[:, None] * gram * self.sw[None, :]
+        elif sparse:  # only rows that share an item interact: O(sum_i rows_i^2) entries, not t^2
+            system = data.scaled_weighted_row_gram(1.0 / self.quad, self.sw)
         else:
             gram = data.weighted_row_gram(1.0 / self.quad)
-        system = self.sw[:, None] * gram * self.sw[None, :]
+            system = self.sw[:, None] * gram * self.sw[None, :]
         system.flat[:: system.shape[0] + 1] += 1.0
         self.cho = cholesky(system)
         self.explicit = None  # N^{-1}, when made explicit (:func:`preconditioner`)
@@ -204,12 +207,24 @@ class RowSpaceFactor:
         data = self.data
         k, d = data.n_items - 1, data.dim
         shape = (k, d) if rhs.ndim == 1 else (k, d, rhs.shape[1])
-        h = self._inverse(from_reduced(rhs.reshape(shape)))
+        h = self._constrained(self._inverse(from_reduced(rhs.reshape(shape))))
+        return to_reduced(h).reshape(rhs.shape)
+
+    def _constrained(self, h: np.ndarray) -> np.ndarray:
         if self.constraint is not None:  # the sum-zero multiplier: J'delta = 0
             h_j, inverse = self.constraint
             mu = inverse @ h.sum(axis=0)
             h = h - (np.einsum("ide,e->id", h_j, mu) if h.ndim == 2 else np.einsum("ide,ec->idc", h_j, mu))
-        return to_reduced(h).reshape(rhs.shape)
+        return h
+
+    def solve_item(self, v: np.ndarray) -> np.ndarray:
+        """The same solve in item form: Q K^{-1} Q' v for sum-zero item-form v ((n d,) or (n d, c),
+        flattened item vectors), i.e. P H^{-1} v (with the sum-zero multiplier where the weights
+        differ) and P the projection onto sum zero, which Q' applies implicitly in :meth:`solve`."""
+        n, d = self.data.n_items, self.data.dim
+        h = self._constrained(self._inverse(v.reshape((n, d) + v.shape[1:])))
+        h = h - h.sum(axis=0) / n
+        return h.reshape(v.shape)
 
 
 def symmetric_inverse(factor: np.ndarray) -> np.ndarray:
@@ -258,6 +273,31 @@ class ExplicitInverse(SymmetricInverse):
         super().__init__(factor, single)
 
 
+class ItemInverse(ExplicitInverse):
+    """(H + q I)^{-1} in item coordinates, for an equal weight q > 0 on every item (a ridge): H + qI
+    maps the sum-zero space onto itself (H J = 0), so on it this is Q K^{-1} Q' -- the dense
+    preconditioner of conjugate gradients in item coordinates (:mod:`study.core.iterative`),
+    assembled from the item blocks of H without the transforms of the reduced Hessian."""
+
+    def __init__(self, factor: np.ndarray, data: ComparisonData, single: bool = True):
+        super().__init__(factor, single)
+        self.data = data
+
+    def solve_item(self, v: np.ndarray) -> np.ndarray:
+        """Q K^{-1} Q' v for sum-zero item-form v ((n d,) or (n d, c)), projected onto sum zero
+        (the single-precision product leaves a rounding-sized mean)."""
+        n, d = self.data.n_items, self.data.dim
+        out = SymmetricInverse.solve(self, v).reshape((n, d) + v.shape[1:])
+        out -= out.sum(axis=0) / n
+        return out.reshape(v.shape)
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """K^{-1} rhs for reduced rhs (through the item form)."""
+        n, d = self.data.n_items, self.data.dim
+        item = from_reduced(rhs.reshape((n - 1, d) + rhs.shape[1:])).reshape((n * d,) + rhs.shape[1:])
+        return to_reduced(self.solve_item(item).reshape((n, d) + rhs.shape[1:])).reshape(rhs.shape)
+
+
 def _row_space(data: ComparisonData, quad: np.ndarray) -> bool:
     return (ROW_SPACE_MIN_PARAMETERS <= data.n_parameters and data.t < data.n_parameters
             and data.t <= data.row_space_rows and bool(np.all(quad > 0.0)))
@@ -285,11 +325,19 @@ def preconditioner(data: ComparisonData, u: np.ndarray, quad: np.ndarray, single
     costs.add("factorisations")
     if _row_space(data, quad):
         try:
-            base = RowSpaceFactor(data, u, quad)
+            base = RowSpaceFactor(data, u, quad, sparse=True)
             base.explicit = SymmetricInverse(base.cho)
             return base
         except LinAlgError:  # cannot happen in exact arithmetic (N >= I); fall back regardless
             pass
+    if _uniform(quad) and quad[0] > 0.0:  # a ridge: in item coordinates (:class:`ItemInverse`)
+        matrix = blocks_to_matrix(data.hessian_blocks(None, u))
+        matrix.reshape(-1)[:: matrix.shape[0] + 1] += quad[0]
+        if single:
+            factor, info = lapack.spotrf(matrix.astype(np.float32), lower=0, clean=0)
+            if info == 0:
+                return ItemInverse(factor, data, single=True)
+        return ItemInverse(PrimalFactor(matrix).cho, data, single)
     matrix = reduced_hessian(data, u, quad)
     if single:
         factor, info = lapack.spotrf(matrix.astype(np.float32), lower=0, clean=0)
@@ -306,14 +354,34 @@ class Factor:
 
     max_rank = 8
 
-    def __init__(self, base):
+    def __init__(self, base, item: bool = False):
         self.base = base
-        self.V = None  # (k, r) rank-one columns
-        self.Z = None  # K0^{-1} V
+        # item form (a base with ``solve_item``, the PCG preconditioner): V and Z hold the
+        # columns' item-form images Q v (flattened, n d rows), so that conjugate gradients in item
+        # coordinates apply the factor without transforms (inner products agree: Q is orthonormal)
+        self.item = bool(item)
+        self.V = None  # (k, r) rank-one columns (item form: (n d, r))
+        self.Z = None  # K0^{-1} V (item form: Q K0^{-1} Q' V)
         self.small = None  # Cholesky of I + V'Z
 
+    def _shape(self):
+        data = self.base.data
+        return data.n_items, data.dim
+
     def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self.item:
+            n, d = self._shape()
+            shape = (n - 1, d) + rhs.shape[1:]
+            solved = self.solve_item(from_reduced(rhs.reshape(shape)).reshape((n * d,) + rhs.shape[1:]))
+            return to_reduced(solved.reshape((n, d) + rhs.shape[1:])).reshape(rhs.shape)
         out = self.base.solve(rhs)
+        if self.V is not None:
+            out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
+        return out
+
+    def solve_item(self, v: np.ndarray) -> np.ndarray:
+        """Q K^{-1} Q' v for sum-zero item-form v ((n d,) or (n d, c)); item-form factors only."""
+        out = self.base.solve_item(v)
         if self.V is not None:
             out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
         return out
@@ -327,7 +395,8 @@ class Factor:
         out = quadratic(theta, free)
         if self.V is not None:  # the Woodbury terms: c_f'Z (I + V'Z)^{-1} Z'c_g
             n, d = theta.shape
-            zc = np.einsum("fd,fdr->fr", theta[free], from_reduced(self.Z.reshape(n - 1, d, -1))[free])
+            z_item = self.Z.reshape(n, d, -1) if self.item else from_reduced(self.Z.reshape(n - 1, d, -1))
+            zc = np.einsum("fd,fdr->fr", theta[free], z_item[free])
             out = out - zc @ cholesky_solve(self.small, zc.T)
         return out
 
@@ -336,14 +405,18 @@ class Factor:
         default :attr:`max_rank`) is used up.  With an explicit budget (large problems) only the
         new column is solved, O(p^2) instead of O(p^2 r) (the default solves all columns again:
         solving the new one alone changes Z's rounding, and the paper-size fits keep theirs)."""
+        if self.item:
+            n, d = self._shape()
+            column = from_reduced(column.reshape(n - 1, d)).ravel()
         V = column[:, None] if self.V is None else np.column_stack([self.V, column])
         if V.shape[1] > (self.max_rank if max_rank is None else max_rank):
             return None
-        new = Factor(self.base)
+        new = Factor(self.base, self.item)
         new.V = V
+        solve = self.base.solve_item if self.item else self.base.solve
         if max_rank is None or self.Z is None:
-            new.Z = self.base.solve(V)
+            new.Z = solve(V)
         else:
-            new.Z = np.column_stack([self.Z, self.base.solve(column)])
+            new.Z = np.column_stack([self.Z, solve(column)])
         new.small = cholesky(_eye(V.shape[1]) + V.T @ new.Z)
         return new

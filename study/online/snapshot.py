@@ -42,7 +42,7 @@ SKIP_ESTIMATE = {"setting", "data", "debiased", "work", "regime_steps", "regime_
 # what ComparisonData computes from the told rows (and its edges) alone: rebuilt by appending them
 DATA_ROWS = {"n_items", "dim", "capacity", "t", "a", "b", "X", "XX", "wins", "m", "edge_id", "_flat_a", "_flat_b",
              "_cells", "_incidence", "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx",
-             "_rr", "_reduced_map"}
+             "_rr", "_reduced_map", "_csr", "_csr_matrices"}
 CLASS_PREFIX = "study.core."
 _FINGERPRINT: list = []
 

@@ -186,3 +186,130 @@ def test_a_row_that_breaks_the_kept_factors_woodbury_term_is_left_to_cg():
     factor = IterativeFactor(data, data.margins(theta), np.full(8, 0.5))
     assert factor.add(10.0 * np.ones(21)) is factor
     assert data.preconditioner.V is None
+
+
+@pytest.mark.parametrize("kind", ["row_space", "row_space_uniform", "dense_ridge", "dense_weighted"])
+def test_item_form_conjugate_gradients_solve_the_reduced_system(monkeypatch, kind):
+    """PCG in item coordinates (row-space and ridge preconditioners) against a dense solve of the
+    explicit reduced Hessian, for one and several columns, from a stale kept factor; the reduced
+    route (non-uniform weights without row space) is the control."""
+    monkeypatch.setattr(systems, "ROW_SPACE_MIN_PARAMETERS", 1)
+    rows = 12 if kind.startswith("row_space") else 60  # fewer rows than the 21 parameters: row space
+    data, theta, rng = random_data(rows=rows, seed=7)
+    n, d = data.n_items, data.dim
+    uniform = kind in ("row_space_uniform", "dense_ridge")
+    quad = np.full(n, 0.7) if uniform else rng.uniform(0.2, 1.5, n)
+    IterativeFactor(data, data.margins(0.5 * theta), quad * 1.3).solve(rng.normal(size=(n - 1) * d))
+    kept = data.preconditioner
+    expected_base = {"row_space": systems.RowSpaceFactor, "row_space_uniform": systems.RowSpaceFactor,
+                     "dense_ridge": systems.ItemInverse, "dense_weighted": systems.ExplicitInverse}[kind]
+    assert type(kept.base) is expected_base and kept.item == (kind != "dense_weighted")
+    factor = IterativeFactor(data, data.margins(theta), quad)
+    K = explicit_reduced(data, theta, quad)
+    rhs = rng.normal(size=((n - 1) * d, 3))
+    assert np.allclose(factor.solve(rhs), np.linalg.solve(K, rhs), rtol=1e-9, atol=1e-11)
+    assert np.allclose(factor.solve(rhs[:, 1]), np.linalg.solve(K, rhs[:, 1]), rtol=1e-9, atol=1e-11)
+    assert factor.iterations > 0
+    for atol in (1e-2, 1e-5):  # the forcing term bounds the reduced residual, whatever the coordinates
+        loose = factor.solve(rhs[:, 0], atol=atol)
+        assert np.abs(K @ loose - rhs[:, 0]).max() <= atol
+
+
+def test_the_item_form_preconditioners_are_the_reduced_ones_seen_through_q(monkeypatch):
+    """Q K^{-1} Q' by each item-form base (the row-space factor with unequal weights; the ridge's
+    (H + qI)^{-1}, single precision) and by a Factor with Woodbury columns in item form, against
+    the explicit reduced inverse; their reduced solves agree with it too."""
+    monkeypatch.setattr(systems, "ROW_SPACE_MIN_PARAMETERS", 1)
+    n, d = 8, 3
+    q_basis = np.kron(sum_zero_basis(n), np.eye(d))
+    for rows, quad_kind in ((12, "weighted"), (60, "ridge")):
+        data, theta, rng = random_data(rows=rows, seed=11)
+        u = data.margins(theta)
+        quad = rng.uniform(0.2, 1.5, n) if quad_kind == "weighted" else np.full(n, 0.9)
+        base = systems.preconditioner(data, u, quad, single=True)
+        assert hasattr(base, "solve_item")
+        K = explicit_reduced(data, theta, quad)
+        pseudo = q_basis @ np.linalg.inv(K) @ q_basis.T
+        v = q_basis @ rng.normal(size=((n - 1) * d, 2))  # sum-zero item-form columns
+        rtol = 1e-9 if quad_kind == "weighted" else 1e-4  # the ridge's inverse is held in single precision
+        scale = np.abs(pseudo @ v).max()
+        assert np.abs(base.solve_item(v) - pseudo @ v).max() <= rtol * scale
+        assert np.abs(base.solve(q_basis.T @ v) - np.linalg.solve(K, q_basis.T @ v)).max() <= rtol * scale
+        # a Factor in item form with two Woodbury columns: K0 + V V' exactly
+        columns = rng.normal(size=((n - 1) * d, 2))
+        grown = systems.Factor(base, item=True).add(columns[:, 0]).add(columns[:, 1])
+        K_grown = K + columns @ columns.T
+        assert grown.V.shape == (n * d, 2)
+        r = rng.normal(size=(n - 1) * d)
+        assert np.abs(grown.solve(r) - np.linalg.solve(K_grown, r)).max() <= rtol * np.abs(np.linalg.solve(K_grown, r)).max()
+
+
+def test_the_vector_conjugate_gradients_agree_with_the_block_ones():
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(40, 40))
+    A = A @ A.T + 0.5 * np.eye(40)
+    rhs = rng.normal(size=40)
+    inverse = np.linalg.inv(A + 0.3 * np.diag(rng.uniform(0, 1, 40)))  # a stale preconditioner
+    single, its, ok = conjugate_gradients(lambda v: A @ v, lambda r: inverse @ r, rhs)
+    block, block_its, block_ok = conjugate_gradients(lambda v: A @ v, lambda r: inverse @ r, rhs[:, None])
+    assert ok and block_ok and its == block_its
+    assert np.allclose(single, block[:, 0], rtol=1e-10, atol=1e-12) and np.allclose(A @ single, rhs, atol=1e-9)
+    loose, loose_its, _ = conjugate_gradients(lambda v: A @ v, lambda r: inverse @ r, rhs, atol=1e-3)
+    assert np.abs(A @ loose - rhs).max() <= 1e-3 and loose_its <= its
+
+
+def test_scaled_weighted_row_gram_from_the_sparse_pairs_equals_the_dense_one():
+    data, theta, rng = random_data(n=9, d=3, rows=20, seed=2)  # rows kept for the row space: (n - 1) d = 24
+    inverse_quad = 1.0 / rng.uniform(0.1, 2.0, 9)
+    scale = rng.uniform(0.5, 2.0, data.t)
+    dense = scale[:, None] * data.weighted_row_gram(inverse_quad) * scale[None, :]
+    assert np.allclose(data.scaled_weighted_row_gram(inverse_quad, scale), dense, rtol=1e-14, atol=1e-14)
+    assert np.count_nonzero(dense) < dense.size  # rows sharing no item do not interact
+
+
+def test_the_first_order_prediction_of_the_inner_minimiser_is_second_order_accurate(monkeypatch):
+    """d theta / d nu_i = -K^{-1} P(e_i (x) theta_i): predicted from the minimiser at nu, the
+    minimiser at nu + h delta is missed by O(h^2) (starting from theta(nu) misses it by O(h))."""
+    iterative_everywhere(monkeypatch)
+    monkeypatch.setattr(systems, "ROW_SPACE_MIN_PARAMETERS", 1)
+    data, theta0, rng = random_data(n=8, d=3, rows=15, seed=4)
+    n = data.n_items
+    quad = np.full(n, 0.3)
+    nu = rng.uniform(0.0, 1.0, n)
+    lin = 0.3 * rng.normal(size=(n, 3))
+    lin -= lin.mean(axis=0)
+
+    def minimiser(weights):
+        objective = mle.Objective(data, quad + weights, lin)
+        fitted = mle.newton(objective, theta0, 1e-13, 100)
+        return fitted[0], fitted[4]
+
+    base_theta, factor = minimiser(nu)
+    delta = rng.uniform(0.0, 1.0, n)
+    errors = []
+    for h in (0.05, 0.025):
+        exact, _ = minimiser(nu + h * delta)
+        data.preconditioner = None  # the kept factor at the base point, fresh
+        factor = IterativeFactor(data, data.margins(base_theta), quad + nu)
+        predicted = factor.predict(base_theta, h * delta)
+        errors.append((np.abs(predicted - exact).max(), np.abs(base_theta - exact).max()))
+    (p1, s1), (p2, s2) = errors
+    assert p1 < 0.1 * s1 and p2 < 0.1 * s2
+    assert 3.0 < p1 / p2 < 5.0  # O(h^2): halving h quarters the error
+    assert 1.6 < s1 / s2 < 2.4  # O(h)
+
+
+def test_the_dual_secant_update_meets_the_secant_equation():
+    rng = np.random.default_rng(3)
+    B = rng.normal(size=(6, 6))
+    B = B @ B.T + np.eye(6)
+    free = np.array([0, 2, 3, 5, 7, 8])
+    step, fall = np.zeros(10), np.zeros(10)
+    step[free] = rng.normal(size=6)
+    true = rng.normal(size=(6, 6))
+    fall[free] = (true @ true.T + np.eye(6)) @ step[free]  # y = A s for an SPD A: s'y > 0
+    kept_free, updated = balls._secant(B, free, step, fall)
+    assert np.array_equal(kept_free, free)
+    assert np.allclose(updated @ step[free], fall[free]) and np.allclose(updated, updated.T)
+    assert np.all(np.linalg.eigvalsh(updated) > 0)
+    assert balls._secant(B, free, step, -fall) is None  # no curvature along the step: no update

@@ -39,17 +39,33 @@ def large(monkeypatch, n, d, t, seed=0):
     return data, (a, b, X, wins, m)
 
 
-@pytest.mark.parametrize("n, gemm_margins, gemm_gradient", [(3, True, True), (8, True, True), (12, True, False),
-                                                             (30, False, False)])
-def test_item_form_kernels_match_a_loop_over_the_rows(monkeypatch, n, gemm_margins, gemm_gradient):
+@pytest.mark.parametrize("n, gemm_margins, gemm_gradient, sparse", [
+    (3, True, True, False), (8, True, True, False), (12, True, False, False), (30, False, False, True),
+    (30, False, False, False)])
+def test_item_form_kernels_match_a_loop_over_the_rows(monkeypatch, n, gemm_margins, gemm_gradient, sparse):
     d, t = 4, 700
+    if n > likelihood.GEMM_MARGINS_MAX_ITEMS and not sparse:  # the gather and bincounts, as below
+        monkeypatch.setattr(likelihood, "SPARSE_DESIGN_MIN_ITEMS", 10 ** 6)
     data, (a, b, X, wins, m) = large(monkeypatch, n, d, t)
     assert data.design is None
-    assert (data.gemm_margins, data.gemm_gradient) == (gemm_margins, gemm_gradient)
-    theta = np.random.default_rng(1).normal(size=(n, d))
+    assert (data.gemm_margins, data.gemm_gradient, data.sparse_kernels) == (gemm_margins, gemm_gradient, sparse)
+    rng = np.random.default_rng(1)
+    theta = rng.normal(size=(n, d))
     u_loop = np.array([X[k] @ (theta[b[k]] - theta[a[k]]) for k in range(t)])
     u = data.margins(theta)
     np.testing.assert_allclose(u, u_loop, rtol=0, atol=1e-12 * np.abs(u_loop).max())
+    # R v and R's for several columns and for a prefix of the rows (a kept factor's), as PCG uses them
+    block, s = rng.normal(size=(n, d, 3)), rng.normal(size=(t, 3))
+    prefix = t - 37
+    rv_loop = np.einsum("kd,kdc->kc", X[:prefix], block[b[:prefix]] - block[a[:prefix]])
+    np.testing.assert_allclose(data.design_times(block, prefix), rv_loop, rtol=0, atol=1e-12 * np.abs(rv_loop).max())
+    np.testing.assert_allclose(data.design_times(theta, prefix), u_loop[:prefix], rtol=0,
+                               atol=1e-12 * np.abs(u_loop).max())
+    rs_loop = np.zeros((n, d, 3))
+    np.add.at(rs_loop, b[:prefix], X[:prefix, :, None] * s[:prefix, None, :])
+    np.add.at(rs_loop, a[:prefix], -X[:prefix, :, None] * s[:prefix, None, :])
+    np.testing.assert_allclose(data.design_transpose_times(s[:prefix]), rs_loop, rtol=0,
+                               atol=1e-12 * np.abs(rs_loop).max())
     residual = m * expit(u_loop) - wins
     grad_loop = np.zeros((n, d))
     for k in range(t):

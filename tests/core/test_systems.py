@@ -11,8 +11,11 @@ from study.core.contrasts import from_reduced, sum_zero_basis, to_reduced
 from study.core.likelihood import ComparisonData
 
 
+@pytest.mark.parametrize("dense_max_flops", [0, None])
 @pytest.mark.parametrize("n", [2, 3, 7, 47, 48, 130])
-def test_helmert_transforms_match_the_explicit_basis(n):
+def test_helmert_transforms_match_the_explicit_basis(monkeypatch, n, dense_max_flops):
+    if dense_max_flops is not None:  # the cumulative-sum transforms wherever n >= DENSE_BELOW
+        monkeypatch.setattr(contrasts, "DENSE_MAX_FLOPS", dense_max_flops)
     q = sum_zero_basis(n)
     assert np.allclose(q.T @ q, np.eye(n - 1)) and np.allclose(q.sum(axis=0), 0)
     rng = np.random.default_rng(n)
@@ -110,7 +113,9 @@ def test_reduced_hessian_routes_agree_on_a_large_graph(monkeypatch):
     assert np.allclose(systems.reduced_hessian(data, u, quad), expected)
     monkeypatch.setattr(systems, "SMALL_GRAPH_ENTRIES", 0)  # the item-block route with the Helmert transform
     assert np.allclose(systems.reduced_hessian(data, u, quad), expected)
+    monkeypatch.setattr(contrasts, "DENSE_MAX_FLOPS", 0)
     assert n >= contrasts.DENSE_BELOW  # the fast (cumulative-sum) transform is the one exercised
+    assert np.allclose(systems.reduced_hessian(data, u, quad), expected)
 
 
 def test_factorize_picks_the_row_space_only_where_it_pays():
