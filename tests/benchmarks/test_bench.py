@@ -69,3 +69,17 @@ def test_paired_replications_summarise_both_cores():
     assert set(old) == set(new) == {"R(T)", "error(T0)", "error(T)", "CP(T0)", "CP(T)"}
     assert differ == 0 and abs(old["R(T)"] - new["R(T)"]) < 1e-9  # 6 items: the direct solver in both
     assert old_cpu > 0 and new_cpu > 0 and setting.T0 == 16
+
+
+def test_trajectories_of_two_runs_compare_choice_by_choice(tmp_path, capsys):
+    from benchmarks import trajectories
+    first, second = tmp_path / "a.npz", tmp_path / "b.npz"
+    trajectories.run(6, 40, [3, 4], str(first))
+    trajectories.run(6, 40, [3], str(second))
+    capsys.readouterr()
+    trajectories.compare(str(first), str(second))  # the seeds both hold: one
+    out = capsys.readouterr().out
+    assert "1 seeds; identical choices at every step in 1" in out
+    assert "from T0 on max 0.0e+00" in out  # the same code: the same numbers
+    data = np.load(first)
+    assert data["major3"].shape == (40,) and int(data["T0"]) == 16

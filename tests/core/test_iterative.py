@@ -313,3 +313,34 @@ def test_the_dual_secant_update_meets_the_secant_equation():
     assert np.allclose(updated @ step[free], fall[free]) and np.allclose(updated, updated.T)
     assert np.all(np.linalg.eigvalsh(updated) > 0)
     assert balls._secant(B, free, step, -fall) is None  # no curvature along the step: no update
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_item_form_products_are_the_reduced_hessian_seen_through_q(uniform):
+    data, theta, rng = random_data()
+    n, d = data.n_items, data.dim
+    quad = np.full(n, 0.4) if uniform else rng.uniform(0.1, 2.0, n)
+    q_basis = np.kron(sum_zero_basis(n), np.eye(d))
+    K = explicit_reduced(data, theta, quad)
+    weights = data.weights(data.margins(theta))
+    v = q_basis @ rng.normal(size=((n - 1) * d, 3))  # sum-zero item-form columns
+    out = iterative.item_product(data, weights, quad, v)
+    assert np.allclose(out, q_basis @ K @ q_basis.T @ v)  # hence sums to zero over the items
+    assert np.allclose(iterative.item_product(data, weights, quad, v[:, 0]), out[:, 0])
+
+
+def test_the_item_form_residual_bound_decides_as_the_reduced_max_norm_would():
+    """max|Q'r| <= atol is decided by 2 max|r| <= atol, or |r|_2 > sqrt(p) atol, or Q'r itself."""
+    data, theta, rng = random_data(n=30, d=2, rows=10)
+    n, d = data.n_items, data.dim
+    factor = IterativeFactor(data, data.margins(theta), np.full(n, 1.0))
+    q_basis = np.kron(sum_zero_basis(n), np.eye(d))
+    decided = set()
+    for trial in range(400):
+        r = q_basis @ (rng.normal(size=(n - 1) * d) * rng.uniform(0.0, 3.0, (n - 1) * d))
+        exact = np.abs(q_basis.T @ r).max()
+        atol = exact * rng.uniform(0.5, 2.5)
+        bound = factor._reduced_max_norm(r, np.array(np.linalg.norm(r)), atol)
+        assert (bound <= atol) == (exact <= atol)
+        decided.add("cheap" if bound in (0.0, np.inf) else "exact")
+    assert decided == {"cheap", "exact"}  # both routes taken
