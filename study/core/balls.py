@@ -87,7 +87,7 @@ def dual_ascent(data, theta, nu, *, radius, base_quad, lin, lin_r, abs_tol, feas
     # only where every inner problem is strictly convex (a tie-break or ridge weight on every item):
     # in the exact opt1 problems (near-separable data, nu = 0 on free items) the slack's changes are
     # too erratic for a secant model, which there made single refits up to 20x slower (measured at
-    # n = 50: 1,724 dual-loop steps instead of about 100 at one step of an L replication)
+    # n = 50: 1,724 dual-loop steps instead of about 140 at one step of an L replication)
     learn_curvature = iterative(data) and bool(np.all(base_quad > 0.0))
     for _ in range(max_dual_steps):
         gap = float(np.abs(projected(nu, slack)).max())
