@@ -124,7 +124,7 @@ def dual_ascent(data, theta, nu, *, radius, base_quad, lin, lin_r, abs_tol, feas
         scaled_gradient = np.zeros(n)
         scaled_gradient[free] = slack[free] / np.maximum(np.diag(curvature), 1e-300)
         accepted = False
-        predict = getattr(factor, "predict", None) if objective.iterative else None
+        predict = factor.predict if objective.iterative else None  # an IterativeFactor
         for step, size in ((step_newton, first_size), (scaled_gradient, 1.0)):
             for _ in range(40):
                 trial_nu = np.maximum(nu + size * step, 0.0)
@@ -288,4 +288,3 @@ def dual_curvature(theta, free, factor, iterative: bool, exact: bool = True) -> 
         item_solved = from_reduced(solved.reshape(n - 1, d, block.size))  # Phi-like, item form
         curvature[:, start: start + block.size] = np.einsum("fd,fdc->fc", theta[free], item_solved[free])
     return 0.5 * (curvature + curvature.T)
-

@@ -44,6 +44,8 @@ DENSE_MAX_FLOPS = 1_000_000
 
 def _dense(n: int, width: int) -> bool:
     return n < DENSE_BELOW or n * n * width <= DENSE_MAX_FLOPS
+
+
 _BASES: dict = {}
 
 
@@ -97,3 +99,14 @@ def from_reduced(w: np.ndarray) -> np.ndarray:
     out[-1] = 0.0
     out[1:] -= np.arange(1, n, dtype=float).reshape((n - 1,) + (1,) * (w.ndim - 1)) * a
     return out
+
+
+def items_from_reduced(w: np.ndarray, n: int, d: int) -> np.ndarray:
+    """(Q (x) I_d) w for flat reduced vectors w ((n-1) d,) or ((n-1) d, c): flat item vectors
+    (n d,) or (n d, c), each summing to zero over the items."""
+    return from_reduced(w.reshape((n - 1, d) + w.shape[1:])).reshape((n * d,) + w.shape[1:])
+
+
+def reduced_from_items(v: np.ndarray, n: int, d: int) -> np.ndarray:
+    """(Q' (x) I_d) v for flat item vectors v (n d,) or (n d, c): flat reduced vectors."""
+    return to_reduced(v.reshape((n, d) + v.shape[1:])).reshape(((n - 1) * d,) + v.shape[1:])

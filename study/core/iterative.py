@@ -25,7 +25,7 @@ import numpy as np
 from scipy.linalg import LinAlgError
 
 from . import costs
-from .contrasts import from_reduced, to_reduced
+from .contrasts import from_reduced, items_from_reduced, reduced_from_items, to_reduced
 from .likelihood import ComparisonData
 from .systems import ExplicitInverse, Factor, preconditioner
 
@@ -67,8 +67,9 @@ def conjugate_gradients(product, precondition, rhs: np.ndarray, rtol: float = RT
                         max_iterations: int = MAX_ITERATIONS, max_norm=None):
     """Solve K x = rhs (one or several columns, each its own CG) for SPD K given as ``product``,
     with the SPD preconditioner ``precondition`` ~ K^{-1}.  Returns (x, iterations, converged).
-    ``max_norm(r)``, if given, is the max-norm ``atol`` bounds (default ``|r|``'s): the item-form
-    solves bound the reduced residual Q'r, as the reduced ones do."""
+    ``max_norm(r, norms)``, if given (``norms``: the columns' 2-norms, already computed), is the
+    max-norm ``atol`` bounds (default ``|r|``'s): the item-form solves bound the reduced residual Q'r,
+    as the reduced ones do."""
     if rhs.ndim == 1:
         return _conjugate_gradients_vector(product, precondition, rhs, rtol, atol, max_iterations, max_norm)
     x = np.zeros_like(rhs)
@@ -118,7 +119,7 @@ def _conjugate_gradients_vector(product, precondition, rhs, rtol, atol, max_iter
         r -= step * kd
         norm = math.sqrt(float(dot(r, r)))
         if norm <= target or (atol > 0.0 and (float(np.abs(r).max()) if max_norm is None
-                                              else max_norm(r, np.array(norm))) <= atol):
+                                              else max_norm(r, norm)) <= atol):
             return x, iteration, True
         z_new = precondition(r)
         rz_new = float(dot(r, z_new))
@@ -164,14 +165,14 @@ class IterativeFactor:
         return item_product(self.data, self.weights, self.quad, v)
 
     def _reduced_max_norm(self, r, norms, atol):
-        """max |Q'r| of an item-form residual r, or a bound on it that decides the comparison with
-        ``atol``: Q'r is transformed only where neither bound does (2 max|r| >= max|Q'r| >= |r|_2 / sqrt(p))."""
+        """max |Q'r| of an item-form residual r (its columns' 2-norms ``norms``), or a bound on it that
+        decides the comparison with ``atol``: Q'r is transformed only where neither bound does
+        (2 max|r| >= max|Q'r| >= |r|_2 / sqrt(p))."""
         if 2.0 * float(np.abs(r).max()) <= atol:  # each |(Q'r)_k| <= 2 max|r| (a Helmert contrast)
             return 0.0
-        if float(norms.max()) > atol * np.sqrt(self.data.n_parameters):
+        if float(np.max(norms)) > atol * np.sqrt(self.data.n_parameters):
             return np.inf
-        n, d = self.data.n_items, self.data.dim
-        return float(np.abs(to_reduced(r.reshape((n, d) + r.shape[1:]))).max())
+        return float(np.abs(reduced_from_items(r, self.data.n_items, self.data.dim)).max())
 
     def _cg(self, base, rhs, atol):
         if not base.item:
@@ -179,10 +180,10 @@ class IterativeFactor:
         # conjugate gradients in item coordinates: the same iterates times Q (Q orthonormal), without
         # the four Helmert transforms per iteration of the reduced ones (product and preconditioner)
         n, d = self.data.n_items, self.data.dim
-        item = from_reduced(rhs.reshape((n - 1, d) + rhs.shape[1:])).reshape((n * d,) + rhs.shape[1:])
-        x, iterations, ok = conjugate_gradients(self._item_product, base.solve_item, item, atol=atol,
+        x, iterations, ok = conjugate_gradients(self._item_product, base.solve_item, items_from_reduced(rhs, n, d),
+                                                atol=atol,
                                                 max_norm=lambda r, norms: self._reduced_max_norm(r, norms, atol))
-        return to_reduced(x.reshape((n, d) + rhs.shape[1:])).reshape(rhs.shape), iterations, ok
+        return reduced_from_items(x, n, d), iterations, ok
 
     def solve(self, rhs: np.ndarray, atol: float = 0.0) -> np.ndarray:
         """K^{-1} rhs to ``RTOL`` (relative, 2-norm), or to ``atol`` (max-norm of the residual) if

@@ -242,6 +242,11 @@ class ComparisonData:
         return self._incidence is not None
 
     @property
+    def sparse_kernels(self) -> bool:
+        """Are R v and R's scipy.sparse products here (:meth:`sparse_design`; large problems, more items)?"""
+        return self._csr is not None
+
+    @property
     def total_comparisons(self) -> float:
         return float(self.m[: self.t].sum())
 
@@ -251,11 +256,6 @@ class ComparisonData:
         return self.m[: self.t] * s * (1.0 - s)
 
     # --- loss pieces ---------------------------------------------------------------------
-    @property
-    def sparse_kernels(self) -> bool:
-        """Are R v and R's scipy.sparse products here (:meth:`sparse_design`)?"""
-        return self._csr is not None
-
     def sparse_design(self, rows: int):
         """(R, R') for R's first ``rows`` rows: scipy.sparse matrices (CSR (rows, n d) and its CSC
         transpose) over the kept arrays (large problems with at least ``SPARSE_DESIGN_MIN_ITEMS``

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, blas, lapack
 
 from . import costs
-from .contrasts import basis, from_reduced, to_reduced
+from .contrasts import basis, from_reduced, items_from_reduced, reduced_from_items, to_reduced
 from .likelihood import ComparisonData, blocks_to_matrix
 
 SMALL_GRAPH_ENTRIES = 2_000_000  # k^2 E of the edge-Gram route to K
@@ -294,8 +294,7 @@ class ItemInverse(ExplicitInverse):
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         """K^{-1} rhs for reduced rhs (through the item form)."""
         n, d = self.data.n_items, self.data.dim
-        item = from_reduced(rhs.reshape((n - 1, d) + rhs.shape[1:])).reshape((n * d,) + rhs.shape[1:])
-        return to_reduced(self.solve_item(item).reshape((n, d) + rhs.shape[1:])).reshape(rhs.shape)
+        return reduced_from_items(self.solve_item(items_from_reduced(rhs, n, d)), n, d)
 
 
 def _row_space(data: ComparisonData, quad: np.ndarray) -> bool:
@@ -333,17 +332,17 @@ def preconditioner(data: ComparisonData, u: np.ndarray, quad: np.ndarray, single
     if _uniform(quad) and quad[0] > 0.0:  # a ridge: in item coordinates (:class:`ItemInverse`)
         matrix = blocks_to_matrix(data.hessian_blocks(None, u))
         matrix.reshape(-1)[:: matrix.shape[0] + 1] += quad[0]
-        if single:
-            factor, info = lapack.spotrf(matrix.astype(np.float32), lower=0, clean=0)
-            if info == 0:
-                return ItemInverse(factor, data, single=True)
-        return ItemInverse(PrimalFactor(matrix).cho, data, single)
-    matrix = reduced_hessian(data, u, quad)
+
+        def inverse(factor, single):
+            return ItemInverse(factor, data, single)
+    else:
+        matrix = reduced_hessian(data, u, quad)
+        inverse = ExplicitInverse
     if single:
         factor, info = lapack.spotrf(matrix.astype(np.float32), lower=0, clean=0)
         if info == 0:
-            return ExplicitInverse(factor, single=True)
-    return ExplicitInverse(PrimalFactor(matrix).cho, single)
+            return inverse(factor, single=True)
+    return inverse(PrimalFactor(matrix).cho, single)
 
 
 class Factor:
@@ -371,9 +370,7 @@ class Factor:
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         if self.item:
             n, d = self._shape()
-            shape = (n - 1, d) + rhs.shape[1:]
-            solved = self.solve_item(from_reduced(rhs.reshape(shape)).reshape((n * d,) + rhs.shape[1:]))
-            return to_reduced(solved.reshape((n, d) + rhs.shape[1:])).reshape(rhs.shape)
+            return reduced_from_items(self.solve_item(items_from_reduced(rhs, n, d)), n, d)
         out = self.base.solve(rhs)
         if self.V is not None:
             out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
@@ -406,8 +403,7 @@ class Factor:
         new column is solved, O(p^2) instead of O(p^2 r) (the default solves all columns again:
         solving the new one alone changes Z's rounding, and the paper-size fits keep theirs)."""
         if self.item:
-            n, d = self._shape()
-            column = from_reduced(column.reshape(n - 1, d)).ravel()
+            column = items_from_reduced(column, *self._shape())
         V = column[:, None] if self.V is None else np.column_stack([self.V, column])
         if V.shape[1] > (self.max_rank if max_rank is None else max_rank):
             return None
