@@ -3,7 +3,7 @@
 
     n_items, dim, T, M : int
     edges       : (E, 2) int array, the comparison graph (connected unless the setting's
-                  ``graph`` is ``"raw"``)
+                  ``graph`` is ``"no_isolated"`` or ``"raw"``)
     theta_star  : (n, d) true attributes, centred (rows sum to zero)
     theta0      : (n, d) initial estimate theta(0)
     contexts    : (T, d); row t-1 is X_t
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from .graph import check_edges, erdos_renyi, raw_erdos_renyi
+from .graph import check_edges, draw_graph
 from .seeds import seed_sequence
 
 
@@ -34,13 +34,12 @@ class BTLEnvironment:
         graph_ss, init_ss, context_ss, outcome_ss, policy_ss, truth_ss = seed_sequence(seed).spawn(6)
         n, d = setting.n_items, setting.dim
         self.n_items, self.dim, self.T, self.M = n, d, setting.T, setting.M
-        raw = getattr(setting, "graph", "connected") == "raw"
+        protocol = getattr(setting, "graph", "connected")
         if setting.edges is not None:
-            self.edges, self.graph_draws = check_edges(setting.edges, n, connected=not raw), 0
-        else:  # raw: one G(n, p) draw from the same seed child (redrawn only while it has no edge)
-            draw = raw_erdos_renyi if raw else erdos_renyi
-            self.edges, self.graph_draws = draw(n, setting.edge_probability, np.random.default_rng(graph_ss),
-                                                max_draws=setting.max_graph_draws)
+            self.edges, self.graph_draws = check_edges(setting.edges, n, protocol=protocol), 0
+        else:  # every protocol reads the same draws from the same seed child, keeping the first it accepts
+            self.edges, self.graph_draws = draw_graph(n, setting.edge_probability, np.random.default_rng(graph_ss),
+                                                      protocol, max_draws=setting.max_graph_draws)
         truth = setting.draw_truth(np.random.default_rng(truth_ss))
         self.theta_star = truth - truth.mean(axis=0)
         init_rng = np.random.default_rng(init_ss)

@@ -1,13 +1,20 @@
 """Comparison graphs: Erdos-Renyi G(n, p) redrawn until connected (``graph="connected"``, the
-default), a single raw G(n, p) draw (``graph="raw"``, redrawn only while it has no edge), or an
-explicit edge list; and :class:`ComparisonGraph`, the view of a graph that policies get."""
+default), redrawn only while some item has no edge (``graph="no_isolated"``), a single raw G(n, p)
+draw (``graph="raw"``, redrawn only while it has no edge), or an explicit edge list; and
+:class:`ComparisonGraph`, the view of a graph that policies get.
+
+The three protocols read the same stream of draws from the replication's graph seed and keep the
+first draw they accept: connected graphs are a subset of graphs without an isolated item, which are
+a subset of graphs with an edge.  So a replication whose first accepted draw under a weaker rule
+already meets a stronger one gets the same graph under both (the pairing of
+``docs/sensitivity.md``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-GRAPHS = ("connected", "raw")
+GRAPHS = ("connected", "no_isolated", "raw")
 
 
 def is_connected(edges: np.ndarray, n_items: int) -> bool:
@@ -27,9 +34,11 @@ def is_connected(edges: np.ndarray, n_items: int) -> bool:
     return len({root(v) for v in range(n_items)}) == 1
 
 
-def check_edges(edges, n_items: int, *, connected: bool = True) -> np.ndarray:
+def check_edges(edges, n_items: int, *, connected: bool = True, protocol: str | None = None) -> np.ndarray:
     """Validate an explicit edge list; returns a sorted (E, 2) int array with a < b per row.
-    ``connected=False`` (``graph="raw"``) accepts a disconnected graph."""
+    ``connected=False`` accepts a disconnected graph; ``protocol`` (a ``graph`` of :data:`GRAPHS`), when
+    given, decides instead: ``"connected"`` requires a connected graph, ``"no_isolated"`` an edge at
+    every item, ``"raw"`` nothing more."""
     try:
         arr = np.asarray(edges)
     except (TypeError, ValueError):
@@ -43,40 +52,65 @@ def check_edges(edges, n_items: int, *, connected: bool = True) -> np.ndarray:
     if np.any(arr[:, 0] == arr[:, 1]):
         raise ValueError("edges contain a self-loop (i, i)")
     arr = np.unique(np.sort(arr.astype(np.int64), axis=1), axis=0)
+    if protocol is not None:
+        connected = protocol == "connected"
+        if protocol == "no_isolated" and not has_no_isolated_item(arr, n_items):
+            isolated = sorted(set(range(n_items)) - set(arr.ravel().tolist()))
+            raise ValueError(f"edges leave items {isolated} without an edge, which graph='no_isolated' refuses "
+                             "(they could never be compared); add edges or use graph='raw'")
     if connected and not is_connected(arr, n_items):
         raise ValueError("edges do not form a connected graph: cross-component contrasts of theta "
                          "would be unidentified; add edges or draw an Erdos-Renyi graph instead")
     return arr
 
 
-def erdos_renyi(n_items: int, p: float, rng: np.random.Generator, *, max_draws: int = 10_000):
-    """Draw G(n, p) until it is connected.  Returns ``(edges, draws)``.
+def has_no_isolated_item(edges: np.ndarray, n_items: int) -> bool:
+    """Every item has at least one edge."""
+    return bool(np.unique(np.asarray(edges).ravel()).size == n_items)
 
-    Paper settings are usually disconnected on a single draw (P(connected) ~ 0.25 for n=5, p=0.3
-    and ~ 0.06 for n=10, p=0.15), hence the redraw; ``draws`` is recorded with each replication.
+
+# what each protocol accepts of a G(n, p) draw (the weakest first)
+_ACCEPTS = {
+    "raw": lambda edges, n: edges.shape[0] > 0,
+    "no_isolated": lambda edges, n: 2 * edges.shape[0] >= n and has_no_isolated_item(edges, n),
+    "connected": lambda edges, n: edges.shape[0] >= n - 1 and is_connected(edges, n),
+}
+_REFUSED = {"raw": "with an edge", "no_isolated": "without an isolated item", "connected": "connected"}
+
+
+def draw_graph(n_items: int, p: float, rng: np.random.Generator, protocol: str = "connected", *,
+               max_draws: int = 10_000):
+    """Draw G(n, p) until ``protocol`` accepts the draw (see :data:`GRAPHS`).  Returns ``(edges, draws)``.
+
+    ``"connected"``: redrawn until connected (paper settings are usually disconnected on a single
+    draw: P(connected) ~ 0.25 for n=5, p=0.3 and ~ 0.06 for n=10, p=0.15); ``"no_isolated"``: redrawn
+    only while some item has no edge, the graph otherwise as drawn (it may have several components);
+    ``"raw"``: redrawn only while it has no edge.  Every protocol reads the same draws of ``rng``, so
+    the first draw a weaker protocol accepts is kept by a stronger one whenever it qualifies.
+    ``draws`` is recorded with each replication.
     """
-    upper = np.triu_indices(n_items, k=1)
-    pairs = np.column_stack(upper).astype(np.int64)
-    for draw in range(1, max_draws + 1):
-        keep = rng.random(pairs.shape[0]) < p
-        edges = pairs[keep]
-        if edges.shape[0] >= n_items - 1 and is_connected(edges, n_items):
-            return edges, draw
-    raise ValueError(f"no connected G(n={n_items}, p={p}) graph in max_graph_draws={max_draws} draws; "
-                     "raise p or max_graph_draws, or pass edges explicitly")
-
-
-def raw_erdos_renyi(n_items: int, p: float, rng: np.random.Generator, *, max_draws: int = 10_000):
-    """One G(n, p) draw, kept whether or not it is connected; redrawn only while it has no edge.
-    Returns ``(edges, draws)``.  The first draw uses the same uniforms as :func:`erdos_renyi`'s
-    first draw, so a replication whose first draw is connected gets the same graph either way."""
+    if protocol not in _ACCEPTS:
+        raise ValueError(f"graph must be one of {GRAPHS}, got {protocol!r}")
+    accepts = _ACCEPTS[protocol]
     upper = np.triu_indices(n_items, k=1)
     pairs = np.column_stack(upper).astype(np.int64)
     for draw in range(1, max_draws + 1):
         edges = pairs[rng.random(pairs.shape[0]) < p]
-        if edges.shape[0] > 0:
+        if accepts(edges, n_items):
             return edges, draw
-    raise ValueError(f"no G(n={n_items}, p={p}) draw with an edge in max_graph_draws={max_draws} draws; raise p")
+    raise ValueError(f"no G(n={n_items}, p={p}) graph {_REFUSED[protocol]} in max_graph_draws={max_draws} draws; "
+                     "raise p or max_graph_draws, or pass edges explicitly")
+
+
+def erdos_renyi(n_items: int, p: float, rng: np.random.Generator, *, max_draws: int = 10_000):
+    """Draw G(n, p) until it is connected: ``draw_graph(..., "connected")``.  Returns ``(edges, draws)``."""
+    return draw_graph(n_items, p, rng, "connected", max_draws=max_draws)
+
+
+def raw_erdos_renyi(n_items: int, p: float, rng: np.random.Generator, *, max_draws: int = 10_000):
+    """One G(n, p) draw, kept whether or not it is connected; redrawn only while it has no edge:
+    ``draw_graph(..., "raw")``.  Returns ``(edges, draws)``."""
+    return draw_graph(n_items, p, rng, "raw", max_draws=max_draws)
 
 
 def neighbours(edges: np.ndarray, n_items: int) -> list[np.ndarray]:

@@ -11,9 +11,10 @@ at which the policy asked for the debiased estimate and Psi_t was singular (its 
 the pair: :mod:`study.policies.warmup`), read from the loop's own state, never from the copies the
 policy was handed.  What is recorded is owned by the loop: the policy gets the setting without its
 truth (:class:`study.simulation.settings.PublicSetting`), a graph of its own (the loop checks each
-choice against its private one) and read-only copies of x, theta and the debiased estimate.  On a disconnected graph (``graph="raw"``)
-cross-component contrasts are never identified, Psi_t is singular at every t, and the debiased
-estimate is reported as unavailable without a factorisation.
+choice against its private one) and read-only copies of x, theta and the debiased estimate.  On a
+disconnected graph (``graph="raw"`` or ``"no_isolated"``) cross-component contrasts are never
+identified, Psi_t is singular at every t, and the debiased estimate is reported as unavailable
+without a factorisation.
 """
 from __future__ import annotations
 

@@ -110,9 +110,11 @@ class Setting:
     edges: object = None
     """An explicit (E, 2) comparison graph instead of an Erdos-Renyi draw."""
     max_graph_draws: int = 10_000
-    """Erdos-Renyi draws allowed until the graph is connected."""
+    """Erdos-Renyi draws allowed until the graph protocol (``graph``) accepts one."""
     graph: str = "connected"
-    """``"connected"`` (redraw until connected, the paper's protocol) or ``"raw"`` (one draw)."""
+    """How G(n, p) is drawn: ``"connected"`` (redrawn until connected, the default), ``"no_isolated"``
+    (redrawn only while some item has no edge; possibly several components) or ``"raw"`` (one draw,
+    redrawn only while it has no edge).  The three read the same draws (docs/sensitivity.md)."""
     warmup: str = "own"
     """What the methods whose rule needs Phi (BT-UCB1/2, TS, MaxInP, CoLSTIM, ...) do while Phi does
     not exist (Psi_t singular): ``"own"`` each method's own rule (BT-UCB and TS greedy, the others
@@ -171,7 +173,7 @@ class Setting:
         if not isinstance(self.warmup, str) or self.warmup not in WARMUPS:
             raise ValueError(f"warmup must be one of {WARMUPS}, got {self.warmup!r}")
         if self.edges is not None:
-            check_edges(self.edges, self.n_items, connected=self.graph == "connected")
+            check_edges(self.edges, self.n_items, protocol=self.graph)
         else:
             check_graph_reachable(self.n_items, self.edge_probability, self.max_graph_draws, self.graph)
 
@@ -355,20 +357,21 @@ def check_environment_size(T: int, M: int, dim: int, n_items: int, drawn_graph: 
 
 def _log_connected_bound(n: int, p: float, graph: str) -> float:
     """An upper bound on log P(one G(n, p) draw is accepted): connected (a union bound over the
-    n^(n-2) spanning trees, and no isolated item 0) or, for ``graph="raw"``, having an edge."""
+    n^(n-2) spanning trees, and no isolated item 0), for ``graph="no_isolated"`` no isolated item 0,
+    or, for ``graph="raw"``, having an edge."""
     log_q = np.log1p(-p) if p < 1.0 else -np.inf
     if graph == "raw":
         return float(np.log(-np.expm1(n * (n - 1) / 2 * log_q))) if p < 1.0 else 0.0
     trees = (n - 2) * np.log(n) + (n - 1) * np.log(p)
     not_isolated = np.log(-np.expm1((n - 1) * log_q)) if p < 1.0 else 0.0
-    return float(min(0.0, trees, not_isolated))
+    return float(min(0.0, not_isolated) if graph == "no_isolated" else min(0.0, trees, not_isolated))
 
 
 def check_graph_reachable(n: int, p: float, max_draws: int, graph: str) -> None:
     """ValueError when drawing the Erdos-Renyi graph is clearly out of reach: it almost surely
     fails within ``max_draws`` draws, or the draws it needs would take more than a day."""
     log_accept = _log_connected_bound(n, p, graph)
-    accepted = "has an edge" if graph == "raw" else "is connected"
+    accepted = {"raw": "has an edge", "no_isolated": "has no isolated item"}.get(graph, "is connected")
     chance = f"a G(n={n}, p={p:.3g}) draw {accepted} with probability at most {np.exp(log_accept):.3g}"
     if log_accept + np.log(max_draws) < np.log(1e-6):
         raise ValueError(f"{chance}, so max_graph_draws={max_draws} draws would almost surely all fail; "
