@@ -1,16 +1,19 @@
-"""``python -m study.results verify OUT [STUDY ...]``, ``python -m study.results drop-damaged OUT STUDY``
+"""``python -m study.results verify OUT [STUDY ...]``, ``python -m study.results drop-damaged OUT STUDY``,
+``python -m study.results compare OUT [--reference NAME] [--against OTHER_OUT]``
 ``python -m study.results failures OUT [STUDY ...]`` and ``python -m study.results costs OUT [STUDY ...]``:
 check a study directory's parts against their checksums, set the damaged batches aside so that
 rerunning the study's command recomputes them, print the stored tracebacks of failed
 replications, or what the replications cost (:mod:`.costs`: per cell, its median and its tail).  ``python -m study.results verdicts
 OUT`` writes the verdict table of the baselines comparison (:mod:`.verdicts`) to OUT/verdicts.md
-and .csv."""
+and .csv; ``compare`` prints the paired differences of every method of any study from a reference
+method (default RB), or of one run against another of the same seeds (:mod:`.compare`)."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
+from . import compare
 from .costs import cost_summary, format_costs
 from .errors import RECOVERY_COMMAND, StorageError, recovery_hint
 from .files import COMMITS
@@ -45,6 +48,17 @@ def main(argv=None) -> int:
     w.add_argument("--z", type=float, default=Z, help=f"paired SEs a winner must lead by (default {Z:g})")
     w.add_argument("--pairs", nargs="+", metavar="A:B", default=[f"{a}:{b}" for a, b in CLAIMS],
                    help="pairs of methods to compare (default: the README's claims)")
+    p = sub.add_parser("compare", help="print each method's paired difference from a reference method (R(T), pair "
+                                       "R(T), relative error, CP at t = T, with paired SEs), for every (or the named) "
+                                       "study; or, with --against, each method's difference from another run")
+    p.add_argument("out")
+    p.add_argument("studies", nargs="*")
+    p.add_argument("--reference", default=compare.REFERENCE, metavar="NAME",
+                   help=f"the method every other is compared with (default {compare.REFERENCE})")
+    p.add_argument("--against", default=None, metavar="OTHER_OUT",
+                   help="another results directory of the same seeds (e.g. the same job under another --set): "
+                        "pair each method's replications across the two runs instead")
+    p.add_argument("--z", type=float, default=Z, help=f"paired SEs a difference must exceed to be stated (default {Z:g})")
     f = sub.add_parser("failures", help="print the failed replications of every (or the named) study, with their "
                                         "tracebacks (the next run of the study's command retries them)")
     f.add_argument("out")
@@ -59,6 +73,8 @@ def main(argv=None) -> int:
     if not out.is_dir():
         parser.error(f"{out} is not a directory")
     try:
+        if args.command == "compare":
+            return _compare(parser, out, args)
         if args.command == "verdicts":
             stored = _studies_in(out)
             studies = args.studies or [s for s in WARMUP_STUDIES if s in stored]
@@ -72,7 +88,8 @@ def main(argv=None) -> int:
             written = write_verdicts(out, studies, args.z, pairs)
             if not written:
                 print(f"error: the studies {studies} of {out} do not cover two warm-ups: no verdict (run "
-                      "jobs/baselines.py)", file=sys.stderr)
+                      f"jobs/baselines.py); for the paired differences of any study: python -m study.results compare "
+                      f"{out}", file=sys.stderr)
                 return 2
             for path in written:
                 print(f"wrote {path}")
@@ -115,6 +132,24 @@ def main(argv=None) -> int:
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _compare(parser, out: Path, args) -> int:
+    stored = _studies_in(out)
+    missing = [s for s in args.studies if s not in stored]
+    if missing or not stored:
+        print(f"error: {out} holds no study {missing or ''} (it holds: {', '.join(stored) or 'none'})", file=sys.stderr)
+        return 2
+    if args.against is not None and not Path(args.against).is_dir():
+        parser.error(f"{args.against} is not a directory")
+    try:
+        text = (compare.across_markdown(out, args.against, args.z, args.studies or None) if args.against
+                else compare.to_markdown(out, args.reference, args.z, args.studies or None))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(text, end="")
+    return 0
 
 
 def print_failures(out: Path, studies, limit: int = 20) -> int:

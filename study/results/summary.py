@@ -11,6 +11,10 @@ time-uniform coverage (:mod:`.uniform`): per coordinate, the fraction of replica
 every grid time from the first CI on, averaged over the coordinates, for the fixed-time CIs
 (``tu_ci``) and the confidence sequences (``tu_cs``), with Monte Carlo SEs, the lowest
 coordinate's (``*_min``), and the median CS/CI width ratio at t = T.
+
+``summary.md`` also gives, under each study's table, every method's paired difference from a
+reference method (default RB) in R(T), pair R(T), the relative error and CP, with paired Monte Carlo
+SEs and the baselines' verdict rule (:mod:`.compare`).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 
 from ..policies import ALL_METHODS as METHOD_ORDER  # table order: the paper's five, the baselines, then others
-from . import storage, uniform
+from . import compare, storage, uniform
 from .stored import stored_studies, study_commits, study_info
 
 KEYS = ["study", "setting", "method", "M"]
@@ -100,13 +104,14 @@ def _pm(mean, se, digits=4):
     return f"{mean:.{digits}f} ± {se:.{digits}f}"
 
 
-def to_markdown(table: pd.DataFrame, info=None, made_at=None) -> str:
+def to_markdown(table: pd.DataFrame, info=None, made_at=None, paired=None) -> str:
     """The summary as Markdown, one section per study in table order; ``info`` maps a study to
     its (figure family, title) (:func:`study.results.stored.study_info`), the name being the
     title otherwise; ``made_at`` maps a study to its (commits, package versions)
-    (:func:`study.results.stored.study_commits`).  Pair regret is shown for the baselines family.
+    (:func:`study.results.stored.study_commits`); ``paired`` maps a study to its paired differences
+    from a reference method (:func:`study.results.compare.differences`), shown under its table.
     The text ends with a newline."""
-    info, made_at = info or {}, made_at or {}
+    info, made_at, paired = info or {}, made_at or {}, paired or {}
     lines = ["# Summary of the stored results", "",
              "Mean over replications ± Monte Carlo standard error, at t = T. "
              "R(T) = average regret (of the major item, the paper's eq:regret); pair R(T) = the average regret of "
@@ -120,7 +125,7 @@ def to_markdown(table: pd.DataFrame, info=None, made_at=None) -> str:
         sub = table[table["study"] == study]
         family, title = info.get(study, (None, study))
         with_cp = sub["cp"].notna().any()
-        with_pair = family == "baselines"
+        with_pair = sub["final_pair_regret"].notna().any()
         lines += [f"## {title}", ""]
         commits, versions = made_at.get(study, ((), ()))
         if commits or versions:
@@ -142,6 +147,13 @@ def to_markdown(table: pd.DataFrame, info=None, made_at=None) -> str:
                           "--" if pd.isna(r.cs_ci_ratio_T) else f"{r.cs_ci_ratio_T:.2f}"]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+        differences = paired.get(study)
+        if differences is not None and len(differences):
+            reference = differences["reference"].iloc[0]
+            lines += [f"Paired differences from {reference} (the same replications; mean of method − {reference} ± "
+                      f"its SE; **bold** where it exceeds {compare.Z:g} paired SEs, the baselines' verdict rule; "
+                      "`python -m study.results compare OUT --reference NAME`):", ""]
+            lines += compare.differences_markdown(differences) + [""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -159,14 +171,16 @@ def _made_at(commits, versions) -> str:
     return text + (f" (package {', '.join(versions)})." if versions else ".")
 
 
-def write_summary(out):
-    """Write DIR/summary.csv and DIR/summary.md (each atomically); returns their paths."""
+def write_summary(out, reference: str = compare.REFERENCE):
+    """Write DIR/summary.csv and DIR/summary.md (each atomically), the latter with every study's paired
+    differences from the method ``reference``; returns their paths."""
     out = Path(out)
     table = summary_table(out)
     studies = list(dict.fromkeys(table["study"]))
     info = {study: study_info(out, study) for study in studies}
     made_at = {study: study_commits(out, study) for study in studies}
+    paired = {study: compare.differences(compare.final_values(out, study), reference) for study in studies}
     csv_path, md_path = out / "summary.csv", out / "summary.md"
-    for path, text in ((csv_path, table.to_csv(index=False)), (md_path, to_markdown(table, info, made_at))):
+    for path, text in ((csv_path, table.to_csv(index=False)), (md_path, to_markdown(table, info, made_at, paired))):
         storage.atomic_write_bytes(text.encode("utf-8"), path)
     return csv_path, md_path
