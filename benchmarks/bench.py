@@ -31,10 +31,10 @@ from study.simulation.estimator import Estimate
 from study.simulation.replication import run_environment
 from study.simulation.settings import SETTINGS
 
-from .legacy.estimator import Estimate as LegacyEstimate
+from . import cores
 from .paper_study import print_paper
-from .previous import COMMIT as PREVIOUS_COMMIT
-from .previous.estimator import Estimate as PreviousEstimate
+
+PREVIOUS_COMMIT = cores.CORES["previous"].commit  # the older cores are read from git (benchmarks/cores.py)
 
 
 class NaiveEstimate(Estimate):
@@ -251,7 +251,7 @@ def scale_times(n_items, cls, seeds, method="RB"):
 
 def print_scale(args):
     print("RB, d = 10, M = 50, T = 300, T0 = 120, p = 2 log(n)/n; seconds per replication (ms per step); "
-          f"mean of {args.reps} replications per n for the current core; the replaced core (benchmarks.legacy) "
+          f"mean of {args.reps} replications per n for the current core; the replaced core (benchmarks/cores.py: legacy) "
           "on the first of them (speed-up on that replication)")
     print(f"{'n':>5}{'params':>8}{'current':>19}{'vs n=10':>9}{'replaced core':>20}{'vs n=10':>9}{'speed-up':>10}"
           "   R(T) current / replaced")
@@ -266,7 +266,7 @@ def print_scale(args):
             steps = setting.T / 1e3  # seconds -> ms per step
             line = f"{n:5d}{(n - 1) * setting.dim:8d}{mean:10.2f} s ({mean / steps:5.1f} ms){mean / base['new']:8.1f}x"
             if n <= args.legacy_max_n:
-                (old_s, old_r), = scale_times(n, LegacyEstimate, seeds[:1])
+                (old_s, old_r), = scale_times(n, cores.estimator("legacy"), seeds[:1])
                 base.setdefault("legacy", old_s)
                 line += (f"{old_s:10.2f} s ({old_s / steps:5.0f} ms){old_s / base['legacy']:8.0f}x"
                          f"{old_s / new[0][0]:9.0f}x   {new[0][1]:.4f} / {old_r:.4f}")
@@ -289,11 +289,11 @@ def long_setting(n_items: int, T: int):
 
 def _timed_in_child(n_items, T, seed, which):
     """One replication in a fresh process: (CPU s, wall s, peak RSS MB, final relative error,
-    choices).  ``which`` is "current" or "previous" (the core frozen in benchmarks/previous)."""
+    choices).  ``which`` is "current" or "previous" (the core of 549859d, benchmarks/cores.py)."""
     import resource
     setting = long_setting(n_items, T)
     env = BTLEnvironment(setting, seed)
-    cls = Estimate if which == "current" else PreviousEstimate
+    cls = Estimate if which == "current" else cores.estimator("previous")
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cpu, wall = time.process_time(), time.perf_counter()
     with threadpool_limits(limits=1, user_api="blas"):
@@ -322,7 +322,7 @@ def print_long(args):
     cases = [tuple(int(v) for v in case.split(":")) for case in args.cases] if args.cases else LONG_CASES
     print("RB, d = 10, M = 50, T0 = 0.4 T, theta* ~ N(0, 1/d), p = 2 log(n)/n, no CI grid; one replication "
           f"(seed {args.seed}) per case, each in a fresh process; CPU seconds (wall in brackets); peak RSS of the "
-          "process (growth during the replication in brackets); the previous core (benchmarks/previous, "
+          "process (growth during the replication in brackets); the previous core (benchmarks/cores.py, "
           f"commit {PREVIOUS_COMMIT}) where n T <= {args.previous_max:,}; load {_load()}")
     print(f"{'n':>5}{'T':>7}{'params':>8}{'current CPU s':>22}{'vs n=10':>9}{'ms/step':>9}{'peak MB':>17}"
           f"{'previous CPU s':>22}{'speed-up':>10}{'same choices':>14}{'rel. error':>12}")
@@ -365,7 +365,7 @@ def main(argv=None):
     parser.add_argument("--legacy-max-n", type=int, default=100,
                         help="--scale: time the replaced core only up to this n (it takes minutes at n = 100)")
     parser.add_argument("--long", action="store_true",
-                        help="--scale at long horizons (T = 2000 and 10000), current vs the previous core (benchmarks/previous)")
+                        help="--scale at long horizons (T = 2000 and 10000), current vs the previous core (549859d)")
     parser.add_argument("--cases", nargs="+", default=None, help="--long: n:T cases (default 10:2000 100:2000 "
                         "1000:2000 100:10000)")
     parser.add_argument("--previous-max", type=int, default=PREVIOUS_MAX_ITEMS_TIMES_T,

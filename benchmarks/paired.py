@@ -1,4 +1,5 @@
-"""Paired replications, current core against the frozen previous one (``benchmarks/previous``):
+"""Paired replications, current core against the previous one (the core of 549859d, read from git by
+:mod:`benchmarks.cores`):
 the same environments, policy uniforms and method, once with each estimator, and the summaries a
 study reports -- R(T), the relative error at T0 and T, the CIs' coverage at T0 and T -- with their
 paired differences and Monte Carlo SEs (the estimator is the optimisation problem: a change of
@@ -23,8 +24,9 @@ from study.simulation.estimator import Estimate
 from study.simulation.replication import run_environment
 from study.simulation.settings import SETTINGS
 
-from .previous import COMMIT as PREVIOUS_COMMIT
-from .previous.estimator import Estimate as PreviousEstimate
+from . import cores
+
+PREVIOUS_COMMIT = cores.CORES["previous"].commit
 
 
 def summaries(result, setting) -> dict:
@@ -45,7 +47,7 @@ def paired(n_items, T, seeds, ci_every, method="RB"):
     for seed in seeds:
         env = BTLEnvironment(setting, seed)
         pair = {}
-        for name, cls in (("previous", PreviousEstimate), ("current", Estimate)):
+        for name, cls in (("previous", cores.estimator("previous")), ("current", Estimate)):
             started = time.process_time()
             with threadpool_limits(limits=1, user_api="blas"):
                 result = run_environment(env, method, setting, seed=seed, estimator=cls)
@@ -69,7 +71,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     seeds = list(range(args.seed, args.seed + args.reps))
     print(f"RB, setting L with n = {args.n}, T = {args.T} (T0 = 0.4 T), CIs every {args.ci_every}; seeds {seeds[0]}.."
-          f"{seeds[-1]}; previous core: benchmarks/previous (commit {PREVIOUS_COMMIT})", flush=True)
+          f"{seeds[-1]}; previous core: commit {PREVIOUS_COMMIT} (benchmarks/cores.py)", flush=True)
     setting, rows = paired(args.n, args.T, seeds, args.ci_every)
     print(f"{'summary':12}{'previous':>12}{'current':>12}{'difference':>13}{'paired SE':>11}{'|diff| / SE':>14}")
     for key in rows[0][0]:

@@ -1,7 +1,7 @@
 """Paired trajectories of two versions of the code: run RB at setting L with the same seeds under
 each (the version on ``PYTHONPATH``), store each replication's choices, relative errors and CPU
 seconds, then compare the two stores.  The reference for a change of solver path against the code
-just before it (``benchmarks.paired`` compares with the frozen core of ``benchmarks/previous``).
+just before it (``benchmarks.paired`` compares with the core of 549859d, read from git by ``benchmarks.cores``).
 
     git worktree add /tmp/before <commit>
     PYTHONPATH=/tmp/before python benchmarks/trajectories.py run --out before.npz   # that commit's study
