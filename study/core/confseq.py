@@ -22,6 +22,13 @@ sqrt(1 + eta*) (3.035 for alpha = 0.05, 1.55 z_0.975).  Choosing the time of the
 ``tightest_at`` = N* comparisons fixes r^2 = eta* / N*, so eta_t = eta* N_t / N*.  The tuning
 must be fixed before the data are seen (a tuning chosen from the data at each look is a fixed-time
 interval again).
+
+Assumptions.  This is the i.i.d. form of the asymptotic CS: the comparison count N_t is the clock
+and sigma_t^2 = N_t se_t^2 a plug-in for the per-comparison variance, as if the comparisons were
+i.i.d.  For the debiased estimator on adaptively collected comparisons it needs a stable design,
+N_t Phi_t -> Sigma (a fixed limit given the graph), besides the conditions of the paper's Theorem
+"BT" and outcomes whose variance the SE estimates; docs/core.md states them with the evidence on
+this design (``python -m benchmarks.design_stability``).
 """
 from __future__ import annotations
 

@@ -201,6 +201,12 @@ class DebiasResult:
         docs/core.md, "Confidence sequences"), with the result's standard errors (model-based or
         sandwich, ``se_method``).
 
+        It is the i.i.d. form of the asymptotic CS of Waudby-Smith et al. (2024): the clock is the
+        comparison count and the variance the plug-in ``comparisons * se**2``.  On adaptively
+        collected comparisons this holds for a *stable design* only, N_t Phi_t settling to a fixed
+        limit along the run (measured along RB's runs in Settings A, B and L: docs/core.md); a policy
+        whose design keeps drifting is not covered.
+
         Parameters
         ----------
         level : float

@@ -2,10 +2,15 @@
 blocks are run and how a page marks the others).
 
 A page's blocks run in order in one sandbox directory, as a newcomer would run them from the
-repository root: the sandbox links `jobs/`, `examples/` and `benchmarks/` to the repository's, so
-relative paths work, and everything a block writes (outputs, files) lands in the sandbox.
+repository root: the sandbox links `jobs/`, `examples/`, `benchmarks/` and `outputs/reference/` to
+the repository's, so relative paths work, and everything a block writes (outputs, files) lands in
+the sandbox.  The sandbox is a git repository with the project's `.gitignore`: after the blocks of
+the README's tour (and of docs/jobs.md), `git status` there must be clean, i.e. everything they
+wrote is a path git ignores (`outputs/`, a temporary directory, or an entry of `.gitignore`), so
+that running them in a checkout leaves the checkout clean.
 
-* ```python blocks run with this Python in a subprocess (the sandbox is the working directory).
+* ```python blocks run with this Python in a subprocess, read from its standard input as in an
+  interactive session (the sandbox is the working directory and is on ``sys.path``).
 * ```bash blocks run statement by statement.  A job command `python jobs/<job>.py ...` runs in this
   process on the session's Ray (the job scripts are thin wrappers of study.cli, checked below)
   with *short settings*: one replication (`--reps 1` replaces `--quick` or `--reps N`), a horizon
@@ -33,6 +38,9 @@ JOBS = {"regret": ("main", "regret"), "coverage": ("main", "coverage"), "msweep"
         "paper": ("main_paper", None), "baselines": ("main_baselines", None), "figures": ("main_figures", None),
         "llm_ranking": ("main_llm", None)}
 MAX_T = 200
+# the pages whose blocks a newcomer runs in a checkout as a tour: they must leave `git status` clean
+# (the other pages' examples may write beside their placeholders, e.g. --out DIR)
+LEAVE_CLEAN = ("README.md", "docs/jobs.md")
 SHORT_REPS = "1"
 DATA_LANGUAGES = OUTPUT_LANGUAGES + ("toml", "json", "yaml", "bibtex", "csv")
 
@@ -126,7 +134,7 @@ def shorten(args: list, sandbox: Path, job: str = "") -> list:
             continue
         if a == "--out" and k + 1 < len(args):
             path = Path(args[k + 1])
-            out += ["--out", str(path if not path.is_absolute() else sandbox / "abs" / path.relative_to(path.anchor))]
+            out += ["--out", str(path if not path.is_absolute() else sandbox.parent / "abs" / path.relative_to(path.anchor))]
             k += 2
             continue
         out.append(a)
@@ -173,10 +181,30 @@ def _run_in_process(words, sandbox, capsys) -> tuple:
     return status, captured.out + captured.err, args
 
 
-def _run_page(page: Path, sandbox: Path, ray_session, capsys):
+def _git(sandbox: Path, *args) -> str:
+    return subprocess.run(["git", "-c", "user.name=docs-test", "-c", "user.email=docs-test@localhost", *args],
+                          cwd=sandbox, check=True, capture_output=True, text=True).stdout
+
+
+def checkout(sandbox: Path) -> None:
+    """A stand-in for a checkout in ``sandbox``: the links a block's relative paths need, the
+    project's .gitignore, all committed to a git repository of its own."""
     for name in ("jobs", "examples", "benchmarks"):
-        if not (sandbox / name).exists():
-            (sandbox / name).symlink_to(ROOT / name)
+        (sandbox / name).symlink_to(ROOT / name)
+    (sandbox / "outputs").mkdir()
+    (sandbox / "outputs" / "reference").symlink_to(ROOT / "outputs" / "reference")
+    (sandbox / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    _git(sandbox, "init", "-q")
+    _git(sandbox, "add", "-A")
+    _git(sandbox, "commit", "-q", "-m", "checkout")
+
+
+def not_ignored(sandbox: Path) -> list:
+    """What ``git status`` lists in the sandbox: files written and not ignored, or changed."""
+    return _git(sandbox, "status", "--porcelain", "--untracked-files=all").splitlines()
+
+
+def _run_page(page: Path, sandbox: Path, ray_session, capsys):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     ran, done = 0, set()
@@ -184,10 +212,8 @@ def _run_page(page: Path, sandbox: Path, ray_session, capsys):
         if block.directive or block.language not in RUN_LANGUAGES:
             continue
         if block.language == "python":
-            script = sandbox / f"_block_{block.line}.py"
-            script.write_text(block.code)
-            res = subprocess.run([sys.executable, script.name], cwd=sandbox, env=env, capture_output=True, text=True,
-                                 timeout=600)
+            res = subprocess.run([sys.executable, "-"], input=block.code, cwd=sandbox, env=env, capture_output=True,
+                                 text=True, timeout=600)
             assert res.returncode == 0, f"{block.id} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
             ran += 1
             continue
@@ -219,9 +245,28 @@ def _run_page(page: Path, sandbox: Path, ray_session, capsys):
 def test_code_blocks_run_as_written(page, tmp_path, ray_session, capsys, monkeypatch):
     from study.simulation.named import registered_settings, unregister_setting
     before = set(registered_settings())
-    monkeypatch.chdir(tmp_path)  # in-process jobs resolve relative paths (--out, files) in the sandbox
+    sandbox = tmp_path / "checkout"
+    sandbox.mkdir()
+    checkout(sandbox)
+    monkeypatch.chdir(sandbox)  # in-process jobs resolve relative paths (--out, files) in the sandbox
     try:
-        assert _run_page(page, tmp_path, ray_session, capsys) > 0
+        assert _run_page(page, sandbox, ray_session, capsys) > 0
     finally:
         for name in set(registered_settings()) - before:
             unregister_setting(name)
+    left = not_ignored(sandbox) if page.relative_to(ROOT).as_posix() in LEAVE_CLEAN else []
+    assert not left, (f"{page.relative_to(ROOT)}: running its blocks in a checkout leaves files git does not ignore "
+                      f"(write them under outputs/ or a temporary directory, or add them to .gitignore):\n"
+                      + "\n".join(left))
+
+
+def test_the_clean_checkout_check_catches_a_file_git_does_not_ignore(tmp_path):
+    checkout(tmp_path)
+    (tmp_path / "outputs" / "mine").mkdir()
+    (tmp_path / "outputs" / "mine" / "summary.md").write_text("ignored: under outputs/")
+    (tmp_path / "leaderboard.sqlite").write_text("ignored: a store in the root")
+    assert not_ignored(tmp_path) == []
+    (tmp_path / "notes.csv").write_text("not ignored")
+    (tmp_path / "outputs-mine").mkdir()
+    (tmp_path / "outputs-mine" / "x").write_text("ignored")
+    assert not_ignored(tmp_path) == ["?? notes.csv"]
