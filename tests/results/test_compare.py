@@ -80,7 +80,7 @@ def test_compare_a_two_method_user_study_end_to_end(ray_session, tmp_path, capsy
     differences and summary.md's equal those computed from the stored tables directly."""
     out = tmp_path / "mine"
     rc = cli.main("regret", ["--out", str(out), "--reps", "4", "--methods", "RB", "examples.my_policy:Boltzmann",
-                             "--set", "T=60", "--set", "T0=24", "--set", "ci_every=30", "--no-progress"])
+                             "--set", "T=100", "--set", "T0=40", "--set", "ci_every=25", "--no-progress"])
     assert rc == 0
     capsys.readouterr()
     assert results_main(["compare", str(out)]) == 0
@@ -88,7 +88,8 @@ def test_compare_a_two_method_user_study_end_to_end(ray_session, tmp_path, capsy
     traj = storage.load(out, "regret")
     final = traj[traj["t"] == traj["T"]].pivot_table(index=["setting", "rep"], columns="method", values="avg_regret")
     ints = storage.load(out, "regret", "intervals")
-    cp = ints[ints.t == 60].groupby(["setting", "method", "rep"])["covered"].mean().unstack("method")
+    assert (ints.t < 100).any()  # intervals before T too: CP must be read at T only
+    cp = ints[ints.t == 100].groupby(["setting", "method", "rep"])["covered"].mean().unstack("method")
     checked_cp = 0
     for setting in ("A", "B"):
         d = final.loc[setting]["examples.my_policy:Boltzmann"] - final.loc[setting]["RB"]
@@ -100,7 +101,7 @@ def test_compare_a_two_method_user_study_end_to_end(ray_session, tmp_path, capsy
             if len(c) > 1:
                 assert f"{c.mean():+.3f}".replace("-", "−") in row.split("|")[6]
                 checked_cp += 1
-    assert checked_cp  # Setting A has intervals at T = 60 in both methods' replications
+    assert checked_cp  # Setting A has intervals at T = 100 in both methods' replications
     summary = (out / "summary.md").read_text()
     assert "Paired differences from RB" in summary and "| A | examples.my_policy:Boltzmann |" in summary
     assert "pair R(T)" in summary.split("Paired differences")[0]  # pair regret in every study's table

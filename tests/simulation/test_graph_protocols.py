@@ -86,6 +86,10 @@ def test_no_isolated_refuses_what_it_must_and_explains():
     with pytest.raises(ValueError, match="has no isolated item with probability at most"):
         study.SETTINGS["B"].replace(graph="no_isolated", n_items=40, truth="normal", p=1e-12)
     study.SETTINGS["B"].replace(graph="no_isolated", n_items=40, truth="normal", p="log(n)/n")  # reachable
+    # a density at which a connected graph is out of reach but an item with an edge is not
+    with pytest.raises(ValueError, match="is connected with probability at most"):
+        study.SETTINGS["B"].replace(n_items=40, truth="normal", p=0.01)
+    study.SETTINGS["B"].replace(graph="no_isolated", n_items=40, truth="normal", p=0.01)
 
 
 def test_a_replication_on_a_disconnected_graph_without_isolated_items():
