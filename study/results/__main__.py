@@ -138,7 +138,9 @@ def _compare(parser, out: Path, args) -> int:
     stored = _studies_in(out)
     missing = [s for s in args.studies if s not in stored]
     if missing or not stored:
-        print(f"error: {out} holds no study {missing or ''} (it holds: {', '.join(stored) or 'none'})", file=sys.stderr)
+        print(f"error: {out} holds " + (f"no study {', '.join(missing)} (it holds: {', '.join(stored)})" if stored
+                                         else "no stored study (a job's --out holds one folder per study)"),
+              file=sys.stderr)
         return 2
     if args.against is not None and not Path(args.against).is_dir():
         parser.error(f"{args.against} is not a directory")

@@ -26,10 +26,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 
-from ..policies import ALL_METHODS
 from . import storage
 from .stored import stored_studies
-from .verdicts import Z, _se
+from .verdicts import Z, _order, _se
 
 METRICS = {"avg_regret": "R(T)", "avg_pair_regret": "pair R(T)", "rel_error": "relative error", "cp": "CP"}
 CELL = ["setting", "M"]
@@ -51,11 +50,6 @@ def final_values(out, study) -> pd.DataFrame:
     at_T = at_T[at_T["t"] == at_T["T"]]
     cp = at_T.groupby(KEYS, observed=True)["covered"].mean().rename("cp").reset_index()
     return final.merge(cp, on=KEYS, how="left").drop(columns="T")
-
-
-def _order(methods) -> list:
-    order = {m: i for i, m in enumerate(ALL_METHODS)}
-    return sorted(methods, key=lambda m: (order.get(m, len(order)), m))
 
 
 def _verdict(diff: float, se: float, z: float) -> str:
@@ -144,7 +138,7 @@ def _pm(mean, se, digits=3) -> str:
 
 
 def _diff_cell(r, digits=3) -> str:
-    """"−0.110 ± 0.002 (45 SE)", in bold where separated by the verdict rule."""
+    """"−0.110 ± 0.002 (44.9 SE)", in bold where the verdict rule separates it."""
     if not np.isfinite(r["diff"]):
         return "--"
     text = f"{r['diff']:+.{digits}f}".replace("-", "−")

@@ -123,7 +123,7 @@ def to_markdown(table: pd.DataFrame, info=None, made_at=None, paired=None) -> st
              "brackets); CS/CI = median width ratio at t = T.", ""]
     for study in dict.fromkeys(table["study"]):
         sub = table[table["study"] == study]
-        family, title = info.get(study, (None, study))
+        _, title = info.get(study, (None, study))
         with_cp = sub["cp"].notna().any()
         with_pair = sub["final_pair_regret"].notna().any()
         lines += [f"## {title}", ""]
