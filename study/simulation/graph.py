@@ -102,17 +102,6 @@ def draw_graph(n_items: int, p: float, rng: np.random.Generator, protocol: str =
                      "raise p or max_graph_draws, or pass edges explicitly")
 
 
-def erdos_renyi(n_items: int, p: float, rng: np.random.Generator, *, max_draws: int = 10_000):
-    """Draw G(n, p) until it is connected: ``draw_graph(..., "connected")``.  Returns ``(edges, draws)``."""
-    return draw_graph(n_items, p, rng, "connected", max_draws=max_draws)
-
-
-def raw_erdos_renyi(n_items: int, p: float, rng: np.random.Generator, *, max_draws: int = 10_000):
-    """One G(n, p) draw, kept whether or not it is connected; redrawn only while it has no edge:
-    ``draw_graph(..., "raw")``.  Returns ``(edges, draws)``."""
-    return draw_graph(n_items, p, rng, "raw", max_draws=max_draws)
-
-
 def neighbours(edges: np.ndarray, n_items: int) -> list[np.ndarray]:
     """Sorted neighbour arrays per item."""
     nbrs = [[] for _ in range(n_items)]
