@@ -5,11 +5,11 @@ its reference, :func:`benchmarks.paper_study.export_reference`) and imported fro
 package of their own (``_core_<commit>``), so the current ``study`` is untouched.
 
 =============  =========  ==================================================================
-name           commit     what
+name           core of    what
 =============  =========  ==================================================================
 ``legacy``     796e5ac    the core before the row-space solver (dense reduced design and
-                          Hessian), as kept in ``benchmarks/legacy/`` until ``d93ceff`` (the
-                          estimator of every policy beside it): the reference of
+                          Hessian), as it was kept in ``benchmarks/legacy/`` (read at
+                          ``d93ceff``, the folder's last change): the reference of
                           ``tests/core/test_agreement.py`` and ``python -m benchmarks.bench --scale``
 ``previous``   549859d    the core before the gamma-ball solvers and cost records: ``study/core``
                           and ``study/simulation/estimator.py`` of 549859d, the estimator's

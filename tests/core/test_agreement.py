@@ -1,5 +1,5 @@
-"""The current core against the one it replaced (the core of 796e5ac, as kept in benchmarks/legacy/ until
-d93ceff) and the core of 549859d, on paired replications: the same environment, policy uniforms and
+"""The current core against the one it replaced (the core of 796e5ac, as it was kept in benchmarks/legacy/,
+read at d93ceff) and the core of 549859d, on paired replications: the same environment, policy uniforms and
 method, once with each estimator.  The older cores are read from the repository's history by git
 archive (benchmarks/cores.py), so these tests skip, saying why, in a tree that is not a git checkout;
 they are not the estimators' only check (each is checked against an independent computation in
