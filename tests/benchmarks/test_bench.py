@@ -64,6 +64,7 @@ def test_paper_study_child_measures_the_tree_it_runs_in():
     assert out["cpu"] > 0 and len(out["digest"]) == 16 and out["methods"] == ["RB"]
 
 
+@pytest.mark.skipif(not cores.has_history(), reason=cores.NO_HISTORY)
 def test_paired_replications_summarise_both_cores():
     from benchmarks import paired
     setting, rows = paired.paired(6, 40, [2], ci_every=20)
