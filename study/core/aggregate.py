@@ -58,57 +58,80 @@ def _mix(h: np.ndarray, column: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(31))
 
 
-def _group(key: np.ndarray, lo, hi, X, clusters, constant: bool):
-    """(groups, first): each row's group (0..G-1) and each group's first row, exactly by (pair,
-    cluster, context); ``key`` an int64 key of the pair and cluster, exact when ``constant``."""
-    if not constant:
-        with np.errstate(over="ignore"):
-            h = _mix(np.full(len(key), _GOLDEN, dtype=np.uint64), key.view(np.uint64))
-            bits = np.ascontiguousarray(X + 0.0).view(np.uint64)
-            for c in range(bits.shape[1]):
-                h = _mix(h, bits[:, c])
-        key = h
-    _, first, groups = np.unique(key, return_index=True, return_inverse=True)
+def _dense_groups(key: np.ndarray):
+    """(groups, keys of the groups) for small non-negative int64 keys: a lookup table, O(K)."""
+    present = np.zeros(int(key.max()) + 1, dtype=bool)
+    present[key] = True
+    keys = np.flatnonzero(present)
+    lookup = np.cumsum(present) - 1
+    return lookup[key], keys
+
+
+def _hashed_groups(key, lo, hi, X, clusters):
+    """(groups, first row of each group), exactly by (pair, cluster, context) bits, or None when
+    every row is distinct (then nothing more is computed)."""
+    with np.errstate(over="ignore"):
+        h = _mix(np.full(len(key), _GOLDEN, dtype=np.uint64), key.view(np.uint64))
+        bits = np.ascontiguousarray(X + 0.0).view(np.uint64)
+        for c in range(bits.shape[1]):
+            h = _mix(h, bits[:, c])
+    ordered = np.sort(h)
+    if not np.any(ordered[1:] == ordered[:-1]):  # distinct hashes: distinct rows
+        return None
+    _, first, groups = np.unique(h, return_index=True, return_inverse=True)
     groups = groups.ravel()
-    if constant:
-        return groups, first
     rep = first[groups]
     same = (lo[rep] == lo) & (hi[rep] == hi) & np.all(X[rep] == X, axis=1)
     if clusters is not None:
         same &= clusters[rep] == clusters
-    if same.all():
-        return groups, first
-    # a hash collision (rare): the exact key, a row-wise unique over the rows' bits
-    columns = [lo.astype(np.uint64), hi.astype(np.uint64), np.ascontiguousarray(X + 0.0).view(np.uint64)]
-    if clusters is not None:
-        columns.insert(0, clusters.astype(np.uint64))
-    exact = np.column_stack(columns)
-    _, first, groups = np.unique(exact, axis=0, return_index=True, return_inverse=True)
-    return groups.ravel(), first
+    if not same.all():  # a hash collision (rare): the exact key, a row-wise unique over the rows' bits
+        columns = [lo.astype(np.uint64), hi.astype(np.uint64), np.ascontiguousarray(X + 0.0).view(np.uint64)]
+        if clusters is not None:
+            columns.insert(0, clusters.astype(np.uint64))
+        _, first, groups = np.unique(np.column_stack(columns), axis=0, return_index=True, return_inverse=True)
+        groups = groups.ravel()
+    return (groups, first) if len(first) < len(key) else None
 
 
 def aggregate(i, j, X, wins, ties, m, clusters=None) -> Aggregated:
     """Sum the rows that share their pair and context (and cluster, when given) into one row each
     (module docstring).  Inputs are validated arrays: ``i``, ``j`` item indices, ``X`` (K, d),
     ``wins`` and ``ties`` counts (:mod:`study.core.outcomes`), ``m`` per row, ``clusters`` integer
-    codes or None."""
+    codes (0..G-1) or None."""
     i = np.asarray(i, dtype=np.intp)
     j = np.asarray(j, dtype=np.intp)
     K = len(i)
+    if K == 0:
+        return Aggregated(i, j, X, wins, ties, m, clusters, None)
     lo, hi = np.minimum(i, j), np.maximum(i, j)
-    n = int(hi.max()) + 1 if K else 1
+    n = int(hi.max()) + 1
+    width = float(n) * n * (1.0 if clusters is None else float(clusters.max()) + 1.0)
     key = lo.astype(np.int64) * n + hi
     if clusters is not None:
         clusters = np.asarray(clusters, dtype=np.int64)
-        key = key + clusters * (n * n)
-    # one context for every row (d = 1 votes): the int64 key is exact, unless it could overflow
-    constant = (bool(np.all(X == X[0])) if K else True) and (
-        clusters is None or float(clusters.max(initial=0) + 1) * n * n < 2.0 ** 62)
-    groups, first = _group(key, lo, hi, X, clusters, constant)
-    size = len(first)
-    if size == K:
-        return Aggregated(i, j, X, wins, ties, m, clusters, None)
+        key += clusters * (n * n)
+    if bool(np.all(X == X[0])) and width < 2.0 ** 62:
+        # one context for every row (d = 1 votes): the key is exact; the group's pair and cluster
+        # are read off it (a lookup table where the keys are few, else a sort)
+        if width <= max(4.0 * K, 2.0 ** 22):
+            groups, keys = _dense_groups(key)
+        else:
+            keys, groups = np.unique(key, return_inverse=True)
+            groups = groups.ravel()
+        if len(keys) == K:
+            return Aggregated(i, j, X, wins, ties, m, clusters, None)
+        pair = keys % (n * n)
+        rep_lo, rep_hi = pair // n, pair % n
+        rep_X = np.broadcast_to(X[0], (len(keys), X.shape[1])).copy()
+        rep_clusters = None if clusters is None else keys // (n * n)
+    else:
+        found = _hashed_groups(key, lo, hi, X, clusters)
+        if found is None:
+            return Aggregated(i, j, X, wins, ties, m, clusters, None)
+        groups, first = found
+        rep_lo, rep_hi, rep_X = lo[first], hi[first], X[first]
+        rep_clusters = None if clusters is None else clusters[first]
+    size = len(rep_lo)
     hi_wins = np.where(i < j, wins, m - wins - ties)  # outright wins of the pair's higher index
-    return Aggregated(lo[first], hi[first], X[first], np.bincount(groups, hi_wins, size),
-                      np.bincount(groups, ties, size), np.bincount(groups, m, size),
-                      None if clusters is None else clusters[first], groups)
+    return Aggregated(rep_lo.astype(np.intp), rep_hi.astype(np.intp), rep_X, np.bincount(groups, hi_wins, size),
+                      np.bincount(groups, ties, size), np.bincount(groups, m, size), rep_clusters, groups)

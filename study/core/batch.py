@@ -42,63 +42,98 @@ ARMIJO = 1e-4
 
 
 class Rows:
-    """Comparison rows prepared for repeated passes: row k compares i[k] with j[k] under X[k],
-    j scored ``score[k]`` of ``m[k]`` (a tie half)."""
+    """Comparison rows prepared for repeated passes: row k compares ``i[k]`` with ``j[k]`` under
+    ``X[k]``; of its ``m[k]`` comparisons ``wins[k]`` were won outright by ``j[k]`` and ``ties[k]``
+    tied (:mod:`study.core.outcomes`); ``clusters`` (integer codes) for the cluster-robust meat.
 
-    def __init__(self, i, j, X, score, m, n_items: int):
-        self.i, self.j = np.asarray(i, dtype=np.intp), np.asarray(j, dtype=np.intp)
-        self.X = np.asarray(X, dtype=float)
-        self.score, self.m = np.asarray(score, dtype=float), np.asarray(m, dtype=float)
-        self.n, self.d = int(n_items), self.X.shape[1]
-        lo, hi = np.minimum(self.i, self.j), np.maximum(self.i, self.j)
-        keys, self.edge = np.unique(lo.astype(np.int64) * self.n + hi, return_inverse=True)
-        self.edge = self.edge.ravel()
+    The rows are stored once in a canonical layout: each oriented from its pair's lower to its
+    higher item (u_k = x_k'(theta_hi - theta_lo), ``score`` the higher item's outright wins plus
+    half the ties: exact, the likelihood is symmetric) and grouped by edge (a stable sort), so that
+    margins, gradients and the edge Grams are one BLAS call per edge, or bincounts where every row
+    has the same context (d = 1 votes)."""
+
+    def __init__(self, i, j, X, wins, ties, m, n_items: int, clusters=None):
+        i, j = np.asarray(i, dtype=np.intp), np.asarray(j, dtype=np.intp)
+        X, m = np.asarray(X, dtype=float), np.asarray(m, dtype=float)
+        ties = np.asarray(ties, dtype=float)
+        self.n, self.d = int(n_items), X.shape[1]
+        lo, hi = np.minimum(i, j), np.maximum(i, j)
+        key = lo.astype(np.int64) * self.n + hi
+        if self.n * self.n <= max(4 * len(key), 1 << 22):  # a lookup table over the pairs
+            present = np.zeros(self.n * self.n, dtype=bool)
+            present[key] = True
+            keys = np.flatnonzero(present)
+            edge = (np.cumsum(present) - 1)[key]
+        else:
+            keys, edge = np.unique(key, return_inverse=True)
+        E = len(keys)
         self.edge_lo, self.edge_hi = (keys // self.n).astype(np.intp), (keys % self.n).astype(np.intp)
-        self.total = float(self.m.sum())
-        self._order = None
-        # with one context for every row (d = 1 votes), margins are a difference of two items
-        self.constant = bool(np.all(self.X == self.X[0]))
+        # numpy sorts 16-bit keys by radix (linear time)
+        order = np.argsort(edge.astype(np.uint16) if E <= 1 << 16 else edge, kind="stable")
+        self.counts = np.bincount(edge, minlength=E)
+        self.bounds = np.zeros(E + 1, dtype=np.intp)
+        np.cumsum(self.counts, out=self.bounds[1:])
+        hi_wins = np.where(i > j, m - np.asarray(wins, dtype=float) - ties, wins)
+        self.m, self.ties = m[order], ties[order]
+        self.score = hi_wins[order] + 0.5 * self.ties
+        self.clusters = None if clusters is None else np.asarray(clusters, dtype=np.int64)[order]
+        self.total = float(m.sum())
+        # with one context for every row (d = 1 votes) margins are differences of two item scores
+        self.constant = bool(np.all(X == X[0]))
+        self.x0 = X[0].copy()
+        self.X = None if self.constant else X.take(order, axis=0)
 
     @property
     def n_edges(self) -> int:
         return len(self.edge_lo)
 
+    @property
+    def size(self) -> int:
+        return len(self.m)
+
+    def items(self):
+        """(lo, hi) of every row, in the rows' order."""
+        return np.repeat(self.edge_lo, self.counts), np.repeat(self.edge_hi, self.counts)
+
     def margins(self, theta: np.ndarray) -> np.ndarray:
-        """u_k = x_k'(theta_j - theta_i)."""
+        """u_k = x_k'(theta_hi - theta_lo)."""
+        diff = theta[self.edge_hi] - theta[self.edge_lo]
         if self.constant:
-            scores = theta @ self.X[0]
-            return scores[self.j] - scores[self.i]
-        return np.einsum("kd,kd->k", self.X, theta[self.j] - theta[self.i])
+            return np.repeat(diff @ self.x0, self.counts)
+        u = np.empty(self.size)
+        bounds, X = self.bounds, self.X
+        for e in range(self.n_edges):
+            np.dot(X[bounds[e]:bounds[e + 1]], diff[e], out=u[bounds[e]:bounds[e + 1]])
+        return u
+
+    def per_edge(self, s: np.ndarray) -> np.ndarray:
+        """sum_{k on e} s_k x_k, shape (E, d)."""
+        if self.constant:
+            return np.add.reduceat(s, self.bounds[:-1])[:, None] * self.x0[None, :]
+        out = np.empty((self.n_edges, self.d))
+        bounds, X = self.bounds, self.X
+        for e in range(self.n_edges):
+            np.dot(s[bounds[e]:bounds[e + 1]], X[bounds[e]:bounds[e + 1]], out=out[e])
+        return out
 
     def transpose_times(self, s: np.ndarray) -> np.ndarray:
-        """R's in item form (n, d): sum_k s_k x_k into item j_k, minus into i_k (d bincounts)."""
-        n = self.n
-        if self.constant:
-            per_item = np.bincount(self.j, s, n) - np.bincount(self.i, s, n)
-            return per_item[:, None] * self.X[0][None, :]
-        out = np.empty((n, self.d))
-        for c in range(self.d):
-            sx = s * self.X[:, c]
-            out[:, c] = np.bincount(self.j, sx, n) - np.bincount(self.i, sx, n)
+        """R's in item form (n, d): the edges' sums of s_k x_k into their higher item, minus into the lower."""
+        per_edge = self.per_edge(s)
+        out = np.zeros((self.n, self.d))
+        np.add.at(out, self.edge_hi, per_edge)
+        np.subtract.at(out, self.edge_lo, per_edge)
         return out
 
     def grams(self, w: np.ndarray) -> np.ndarray:
         """G_e = sum_{k on edge e} w_k x_k x_k', shape (E, d, d)."""
         E, d = self.n_edges, self.d
         if self.constant:
-            return np.bincount(self.edge, w, E)[:, None, None] * np.outer(self.X[0], self.X[0])[None]
-        if d == 1:
-            return np.bincount(self.edge, w * self.X[:, 0] ** 2, E).reshape(E, 1, 1)
-        if self._order is None:  # rows grouped by edge once: one BLAS product X_e' diag(w_e) X_e per edge
-            order = np.argsort(self.edge, kind="stable")
-            bounds = np.zeros(E + 1, dtype=np.intp)
-            np.cumsum(np.bincount(self.edge, minlength=E), out=bounds[1:])
-            self._order = (order, bounds, self.X.take(order, axis=0))
-        order, bounds, rows = self._order
-        scaled = rows * w.take(order)[:, None]
+            return np.add.reduceat(w, self.bounds[:-1])[:, None, None] * np.outer(self.x0, self.x0)[None]
+        bounds, X = self.bounds, self.X
+        scaled = X * w[:, None]
         out = np.empty((E, d, d))
         for e in range(E):
-            np.dot(rows[bounds[e]:bounds[e + 1]].T, scaled[bounds[e]:bounds[e + 1]], out=out[e])
+            np.dot(X[bounds[e]:bounds[e + 1]].T, scaled[bounds[e]:bounds[e + 1]], out=out[e])
         return out
 
     def reduced(self, grams: np.ndarray) -> np.ndarray:
@@ -106,7 +141,9 @@ class Rows:
         return reduce_blocks(laplacian_blocks(grams, self.edge_lo, self.edge_hi, self.n))
 
     def loss(self, u: np.ndarray) -> float:
-        return float(np.dot(self.m, np.logaddexp(0.0, u)) - np.dot(self.score, u))
+        """sum_k m_k log(1 + e^{u_k}) - score_k u_k."""
+        softplus = np.maximum(u, 0.0) + np.log1p(np.exp(-np.abs(u)))
+        return float(np.dot(self.m, softplus) - np.dot(self.score, u))
 
 
 def laplacian_blocks(grams, lo, hi, n: int) -> np.ndarray:
@@ -168,7 +205,7 @@ def fit(rows: Rows, *, ridge: float = 0.0, tol: float | None = None, progress=No
     target = tol * (1.0 + rows.total)
     beta = np.zeros((n - 1) * d)
     theta = np.zeros((n, d))
-    u = np.zeros(len(rows.i))
+    u = np.zeros(rows.size)
     value = rows.loss(u)  # F(beta) = L + ridge/2 ||beta||^2 (= ||theta||^2: Q is orthonormal)
     for step in range(MAX_STEPS + 1):
         p = expit(u)
@@ -202,19 +239,39 @@ def fit(rows: Rows, *, ridge: float = 0.0, tol: float | None = None, progress=No
     return Fit(theta, MAX_STEPS, residual, False)
 
 
-def cluster_meat(rows: Rows, residual: np.ndarray, clusters: np.ndarray) -> np.ndarray:
-    """C'(sum_g s_g s_g')C G/(G - 1), s_g = sum over cluster g's rows of residual_k r_k (the rows'
-    score contributions; r_k = (e_j - e_i) (x) x_k): ((n-1)d, (n-1)d)."""
+DENSE_SCORES_MAX = 20_000_000  # G n d entries of the clusters' score sums held dense (160 MB)
+
+
+def cluster_meat(rows: Rows, residual: np.ndarray) -> np.ndarray:
+    """C'(sum_g s_g s_g')C G/(G - 1) for the rows' clusters, s_g = sum over cluster g's rows of
+    residual_k r_k (the rows' score contributions; r_k = (e_hi - e_lo) (x) x_k):
+    ((n-1)d, (n-1)d).  The s_g are summed by bincounts into a dense G x nd array (S'S one BLAS
+    product) where it fits, else into a sparse one over the (cluster, item) cells that occur."""
     n, d = rows.n, rows.d
-    G = int(clusters.max()) + 1 if len(clusters) else 0
-    keys = np.concatenate([clusters.astype(np.int64) * n + rows.j, clusters.astype(np.int64) * n + rows.i])
-    cells, index = np.unique(keys, return_inverse=True)
-    index = index.ravel()
+    clusters = rows.clusters
+    G = int(clusters.max()) + 1
+    lo, hi = rows.items()
+    cells = np.concatenate([clusters * n + hi, clusters * n + lo])
     signed = np.concatenate([residual, -residual])
-    X2 = np.concatenate([rows.X, rows.X])
-    values = np.stack([np.bincount(index, signed * X2[:, c], len(cells)) for c in range(d)], axis=1)
-    columns = ((cells % n)[:, None] * d + np.arange(d)).ravel()
-    S = sparse.csr_matrix((values.ravel(), (np.repeat(cells // n, d), columns)), shape=(max(G, 1), n * d))
-    meat = (S.T @ S).toarray().reshape(n, d, n, d).transpose(0, 2, 1, 3)
-    used = len(np.unique(clusters))  # G/(G - 1): the usual small-sample factor (CR1 without (N-1)/(N-K))
-    return reduce_blocks(np.ascontiguousarray(meat)) * (used / (used - 1.0))
+    if G * n * d <= DENSE_SCORES_MAX:
+        if rows.constant:
+            S = np.bincount(cells, signed, G * n)[:, None] * rows.x0[None, :]
+        else:
+            X2 = np.concatenate([rows.X, rows.X])
+            S = np.stack([np.bincount(cells, signed * X2[:, c], G * n) for c in range(d)], axis=1)
+        S = S.reshape(G, n * d)
+        meat = S.T @ S
+    else:
+        occurring, index = np.unique(cells, return_inverse=True)
+        index = index.ravel()
+        if rows.constant:
+            values = np.bincount(index, signed, len(occurring))[:, None] * rows.x0[None, :]
+        else:
+            X2 = np.concatenate([rows.X, rows.X])
+            values = np.stack([np.bincount(index, signed * X2[:, c], len(occurring)) for c in range(d)], axis=1)
+        columns = ((occurring % n)[:, None] * d + np.arange(d)).ravel()
+        S = sparse.csr_matrix((values.ravel(), (np.repeat(occurring // n, d), columns)), shape=(G, n * d))
+        meat = (S.T @ S).toarray()
+    used = int(np.count_nonzero(np.bincount(clusters)))  # G/(G - 1): CR1's factor without (N-1)/(N-K)
+    blocks = np.ascontiguousarray(meat.reshape(n, d, n, d).transpose(0, 2, 1, 3))
+    return reduce_blocks(blocks) * (used / (used - 1.0))

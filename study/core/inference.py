@@ -347,15 +347,14 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", clusters=No
     se = sandwich.check_se(se, sandwich.DEBIAS_SE_METHODS)
     codes = sandwich.check_clusters(clusters, i.size) if se == "cluster" else None
     rows = aggregate(i, j, X, wins, ties, m, codes)
-    prepared = Rows(rows.i, rows.j, rows.X, outcomes.score(rows.wins, rows.ties), rows.m, n_items)
-    return debias_rows(prepared, theta, ties=rows.ties, se=se, clusters=rows.clusters, rcond=rcond)
+    prepared = Rows(rows.i, rows.j, rows.X, rows.wins, rows.ties, rows.m, n_items, rows.clusters)
+    return debias_rows(prepared, theta, se=se, rcond=rcond)
 
 
-def debias_rows(rows, theta: np.ndarray, *, ties=None, se: str = "model", clusters=None,
-                rcond: float = RCOND) -> DebiasResult:
+def debias_rows(rows, theta: np.ndarray, *, se: str = "model", rcond: float = RCOND) -> DebiasResult:
     """:func:`debias` on prepared rows (:class:`study.core.batch.Rows`, no input checks): the
-    debiased estimate at ``theta`` with the covariance ``se`` (``"sandwich"`` needs the rows' tie
-    counts ``ties``, ``"cluster"`` their cluster codes ``clusters``)."""
+    debiased estimate at ``theta`` with the covariance ``se`` (``"cluster"`` needs rows with
+    clusters)."""
     from .batch import cholesky_factor, cluster_meat, solve
 
     n, d = rows.n, rows.d
@@ -372,9 +371,9 @@ def debias_rows(rows, theta: np.ndarray, *, ties=None, se: str = "model", cluste
     if se == "model":
         return result
     if se == "sandwich":
-        meat = rows.reduced(rows.grams(sandwich.comparison_variance(p, rows.score, rows.m, ties)))
+        meat = rows.reduced(rows.grams(sandwich.comparison_variance(p, rows.score, rows.m, rows.ties)))
     else:
-        meat = cluster_meat(rows, rows.score - rows.m * p, clusters)
+        meat = cluster_meat(rows, rows.score - rows.m * p)
     try:
         result.factor = sandwich.precision_factor(hessian, meat)
     except LinAlgError:  # some direction's comparisons have no residual variance (e.g. all ties at p = 1/2)

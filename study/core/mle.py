@@ -332,7 +332,7 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     check_fit_size(n_items, X.shape[1], i.size, "fit_btl")  # issue 18: refusals before any work
     rows = aggregate(i, j, X, wins, ties, m)
     i, j, X, m = rows.i, rows.j, rows.X, rows.m
-    wins = outcomes.score(rows.wins, rows.ties)  # what the likelihood takes: a tie half a win
+    wins = outcomes.score(rows.wins, rows.ties)  # what the row store takes: a tie half a win
     if ridge == 0.0 and radius is None:
         refuse_if_separable(i, j, X, wins, m, n_items)
     if tie_break not in ("min_norm", "nearest"):
@@ -348,7 +348,7 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
         start = np.zeros((n_items, d))
     result = None
     if radius is None and i.size >= BATCH_MIN_ROWS:  # identified: the unique minimiser, whatever the tie-break
-        result = batch.fit(batch.Rows(i, j, X, wins, m, n_items), ridge=ridge, tol=tol)
+        result = batch.fit(batch.Rows(i, j, X, rows.wins, rows.ties, m, n_items), ridge=ridge, tol=tol)
     if result is None:
         data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
         result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol)
