@@ -213,14 +213,16 @@ def fit(rows: Rows, *, ridge: float = 0.0, tol: float | None = None, progress=No
         residual = float(np.abs(gradient).max())
         if progress is not None:
             progress(residual, target)
-        if residual <= target or step == MAX_STEPS:
+        if step and (residual <= target or step == MAX_STEPS):
             return Fit(theta, step, residual, residual <= target)
         hessian = rows.reduced(rows.grams(rows.m * p * (1.0 - p)))
         if ridge:
             hessian[np.diag_indices_from(hessian)] += ridge
         upper, _ = cholesky_factor(hessian, RCOND if step == 0 and ridge == 0.0 else 0.0)
-        if upper is None:  # at the start (all weights m/4 > 0): the data do not identify theta
+        if upper is None:  # at the start (every weight m/4 > 0): the data do not identify theta
             return None if step == 0 else Fit(theta, step, residual, False)
+        if residual <= target:  # at the start, identified
+            return Fit(theta, step, residual, True)
         direction = -solve(upper, gradient)
         du = rows.margins(from_reduced(direction.reshape(n - 1, d)))
         slope = float(gradient @ direction)
