@@ -72,8 +72,7 @@ def win_rate_figure(table, rates, models) -> bytes:
     n = len(order)
     size = min(12.0, 4.5 + 0.1 * n)
     fig, ax = plt.subplots(figsize=(size + 1.0, size + 0.4))
-    cmap = plt.get_cmap("RdBu").copy()
-    cmap.set_bad("0.85")
+    cmap = plt.get_cmap("RdBu").with_extremes(bad="0.85")
     image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=0, vmax=1)
     ticks = np.arange(n)
     font = 7 if n <= 40 else 4
