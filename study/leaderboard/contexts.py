@@ -101,6 +101,8 @@ def _vectors(table, name, source, kind):
     flat = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(float)
     X = flat.reshape(len(lengths), int(lengths[0]))
     _check_finite(X, source, kind, [name] * X.shape[1])
+    if np.all(X == X[0]):  # one context for every row (a d = 1 ranker's x = 1): not contextual
+        return X[:1].copy(), np.zeros(len(X), dtype=np.intp)
     return X, None
 
 
