@@ -27,6 +27,8 @@ comparisons, times G/(G - 1)).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import sparse
 from scipy.linalg import LinAlgError, lapack
@@ -39,6 +41,11 @@ RCOND = 1e-10  # as study.core.inference.RCOND: K counts as singular below this 
 
 MAX_STEPS = 100
 ARMIJO = 1e-4
+# Separable data (no finite MLE) are refused by a linear program (study.core.separation), which on
+# a million-entry design takes seconds to minutes.  Callers run it before a batch fit only where
+# the design has at most this many entries, and otherwise after the fit unless the fit certifies
+# that the data are not separable (:func:`not_separable`).
+SEPARATION_BEFORE_FIT = 200_000
 
 
 class Rows:
@@ -189,10 +196,12 @@ def solve(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 
 
 class Fit:
-    """A batch fit: ``theta`` (n, d), ``steps``, ``kkt_residual``, ``converged`` (the stopping rule met)."""
+    """A batch fit: ``theta`` (n, d), ``steps``, ``kkt_residual``, ``converged`` (the stopping rule
+    met), ``margin`` (the largest |x_k'(theta_j - theta_i)|: large where the data are nearly separable)."""
 
-    def __init__(self, theta, steps, residual, converged):
+    def __init__(self, theta, steps, residual, converged, margin=0.0):
         self.theta, self.steps, self.kkt_residual, self.converged = theta, steps, residual, converged
+        self.margin = margin
 
 
 def fit(rows: Rows, *, ridge: float = 0.0, tol: float | None = None, progress=None) -> Fit | None:
@@ -214,15 +223,15 @@ def fit(rows: Rows, *, ridge: float = 0.0, tol: float | None = None, progress=No
         if progress is not None:
             progress(residual, target)
         if step and (residual <= target or step == MAX_STEPS):
-            return Fit(theta, step, residual, residual <= target)
+            return Fit(theta, step, residual, residual <= target, float(np.abs(u).max()))
         hessian = rows.reduced(rows.grams(rows.m * p * (1.0 - p)))
         if ridge:
             hessian[np.diag_indices_from(hessian)] += ridge
         upper, _ = cholesky_factor(hessian, RCOND if step == 0 and ridge == 0.0 else 0.0)
         if upper is None:  # at the start (every weight m/4 > 0): the data do not identify theta
-            return None if step == 0 else Fit(theta, step, residual, False)
+            return None if step == 0 else Fit(theta, step, residual, False, float(np.abs(u).max()))
         if residual <= target:  # at the start, identified
-            return Fit(theta, step, residual, True)
+            return Fit(theta, step, residual, True, 0.0)
         direction = -solve(upper, gradient)
         du = rows.margins(from_reduced(direction.reshape(n - 1, d)))
         slope = float(gradient @ direction)
@@ -238,10 +247,34 @@ def fit(rows: Rows, *, ridge: float = 0.0, tol: float | None = None, progress=No
             size *= 0.5
         beta, u, value = trial_beta, trial_u, trial
         theta = from_reduced(beta.reshape(n - 1, d))
-    return Fit(theta, MAX_STEPS, residual, False)
+    return Fit(theta, MAX_STEPS, residual, False, float(np.abs(u).max()))
 
 
 DENSE_SCORES_MAX = 20_000_000  # G n d entries of the clusters' score sums held dense (160 MB)
+
+
+def not_separable(fitted: Fit, rows: Rows) -> bool:
+    """A certificate that the data are not separable, from an unpenalised fit that met its stopping
+    rule: along a separating direction v (unit length) only the separated rows have r_k'v != 0, and
+    each pushes the gradient the same way, so at a point with reduced gradient g,
+
+        v'Kv = sum_sep w_k (r_k'v)^2 <= max_k |r_k'v| |grad'v| <= sqrt(2) max_k ||x_k|| ||g||_inf sqrt(p)
+
+    (w_k <= m_k min(p_k, 1 - p_k), |r_k'v| <= sqrt(2) ||x_k||, p = (n-1)d).  So where the smallest
+    eigenvalue of the reduced Hessian K at the fit exceeds that bound, no separating direction
+    exists: True.  False (no certificate: let the linear program decide) otherwise, or where K is
+    too large to take its eigenvalues (p > 2,000)."""
+    if not fitted.converged:
+        return False
+    p_size = (rows.n - 1) * rows.d
+    if p_size > 2000:
+        return False
+    u = rows.margins(fitted.theta)
+    prob = expit(u)
+    hessian = rows.reduced(rows.grams(rows.m * prob * (1.0 - prob)))
+    smallest = float(np.linalg.eigvalsh(hessian)[0])
+    largest_x = float(np.linalg.norm(rows.x0)) if rows.constant else float(np.sqrt((rows.X ** 2).sum(axis=1).max()))
+    return smallest > math.sqrt(2.0) * largest_x * fitted.kkt_residual * math.sqrt(p_size)
 
 
 def cluster_meat(rows: Rows, residual: np.ndarray) -> np.ndarray:

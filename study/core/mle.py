@@ -333,7 +333,12 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     rows = aggregate(i, j, X, wins, ties, m)
     i, j, X, m = rows.i, rows.j, rows.X, rows.m
     wins = outcomes.score(rows.wins, rows.ties)  # what the row store takes: a tie half a win
-    if ridge == 0.0 and radius is None:
+    use_batch = radius is None and i.size >= BATCH_MIN_ROWS
+    # separable data are refused up front (one linear program), or, for large batch fits, after the
+    # fit unless it certifies that they are not (study.core.batch.not_separable): the program costs
+    # seconds to minutes at 10^5 rows x 10
+    separation_first = ridge == 0.0 and radius is None and (not use_batch or X.size <= batch.SEPARATION_BEFORE_FIT)
+    if separation_first:
         refuse_if_separable(i, j, X, wins, m, n_items)
     if tie_break not in ("min_norm", "nearest"):
         raise ValueError(f"tie_break must be 'min_norm' or 'nearest', got {tie_break!r}")
@@ -347,9 +352,14 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
         reference = None
         start = np.zeros((n_items, d))
     result = None
-    if radius is None and i.size >= BATCH_MIN_ROWS:  # identified: the unique minimiser, whatever the tie-break
-        result = batch.fit(batch.Rows(i, j, X, rows.wins, rows.ties, m, n_items), ridge=ridge, tol=tol)
+    if use_batch:  # identified: the unique minimiser, whatever the tie-break
+        prepared = batch.Rows(i, j, X, rows.wins, rows.ties, m, n_items)
+        result = batch.fit(prepared, ridge=ridge, tol=tol)
+        if result is not None and ridge == 0.0 and not separation_first and not batch.not_separable(result, prepared):
+            refuse_if_separable(i, j, X, wins, m, n_items)
     if result is None:
+        if ridge == 0.0 and radius is None and not separation_first:
+            refuse_if_separable(i, j, X, wins, m, n_items)
         data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
         result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol)
     if not result.converged:

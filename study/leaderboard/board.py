@@ -266,6 +266,8 @@ def estimate(battles: Battles, *, tie_rule: str = "half", se: str = "auto", leve
         raise LeaderboardInputError(
             f"{source}: the contexts do not identify the scores (some model's comparisons span fewer than "
             f"d = {battles.contexts.shape[1]} directions of the contexts); use fewer context columns or pass a ridge")
+    if ridge == 0.0:
+        checks.check_separable(source, models, pairs, battles.contexts, battles.context_names, fitted, rows)
     if not fitted.converged:
         raise LeaderboardInputError(
             f"{source}: the fit did not converge (KKT residual {fitted.kkt_residual:.3g}): the data are nearly separable "

@@ -20,10 +20,12 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from ..core.batch import SEPARATION_BEFORE_FIT, not_separable
 from ..core.separation import LP_MAX_NONZEROS, separating_direction
 from .files import LeaderboardInputError
 
 SHOWN = 3  # models named per problem in a message (one line)
+
 
 
 def _names(models, items, limit=5) -> str:
@@ -115,15 +117,22 @@ def separable_text(models, lo, hi, hi_score, m, within: str = "") -> str | None:
     return "; ".join(parts)
 
 
-def check_separable(source, models, rows, contexts, context_names) -> None:
+def check_separable(source, models, rows, contexts, context_names, fitted=None, prepared=None) -> None:
     """Refuse data without a finite maximum-likelihood estimate (module docstring).  ``rows`` are
-    aggregated (i < j; ``wins`` of j, ``ties``, ``m``, ``context`` codes into ``contexts``)."""
+    aggregated (i < j; ``wins`` of j, ``ties``, ``m``, ``context`` codes into ``contexts``).  With
+    general contexts it is called before the fit (``fitted`` None: the LP only where it is quick,
+    ``SEPARATION_BEFORE_FIT``) and after it (the LP unless the fit on the ``prepared`` rows
+    certifies that they are not separable: :func:`study.core.batch.not_separable`)."""
     lo, hi, score, m = rows.i, rows.j, rows.wins + 0.5 * rows.ties, rows.m
     remedy = ("the maximum-likelihood scores do not exist (they would be infinite); pass a ridge (--ridge 1) for "
               "penalised scores, or add judgments")
     if contexts.shape == (1, 1):
+        if fitted is not None:
+            return
         text = separable_text(models, lo, hi, score, m)
     elif _one_hot(contexts):
+        if fitted is not None:
+            return
         text = None
         for c in range(contexts.shape[1]):
             rows_c = rows.context == c
@@ -134,8 +143,13 @@ def check_separable(source, models, rows, contexts, context_names) -> None:
                     break
     else:
         X = contexts[rows.context] if rows.context is not None else rows.X
-        if 2 * X.size > LP_MAX_NONZEROS:
-            return  # out of reach of the linear program: a fit that does not converge says so instead
+        quick = X.size <= SEPARATION_BEFORE_FIT
+        if fitted is None:
+            needed = quick
+        else:  # not run before the fit: run unless the fit certifies that it is not needed
+            needed = not quick and not not_separable(fitted, prepared)
+        if not needed or 2 * X.size > LP_MAX_NONZEROS:
+            return  # not needed, or out of the linear program's reach: a fit that does not converge says so
         direction = separating_direction(lo, hi, X, score, m, len(models))
         text = None
         if direction is not None:

@@ -195,3 +195,22 @@ def test_bad_clusters_are_refused():
     bad[7] = np.nan
     with pytest.raises(ValueError, match=r"clusters\[7\] is NaN"):
         study.debias(theta, i, j, X, wins, m, se="cluster", clusters=bad)
+
+
+def test_large_separable_data_are_refused_after_the_fit_without_a_certificate(monkeypatch):
+    """Beyond SEPARATION_BEFORE_FIT design entries the linear program runs after the batch fit unless
+    the fit certifies that the data are not separable: separable data (item 0 wins every
+    comparison) are still refused, data that are not separable need no program."""
+    i, j, X, wins, ties, m, _ = votes(seed=12, K=24000, d=10, distinct=True)
+    assert X.size > batch.SEPARATION_BEFORE_FIT
+    wins = np.where(j == 0, 1.0, np.where(i == 0, 0.0, wins))
+    ties = np.where((i == 0) | (j == 0), 0.0, ties)
+    calls = []
+    original = batch.not_separable
+    monkeypatch.setattr(batch, "not_separable", lambda *a, **k: calls.append(original(*a, **k)) or calls[-1])
+    with pytest.raises(study.core.separation.SeparableData, match="item 0 won all"):
+        study.fit_btl(i, j, X, wins, m, n_items=6, ties=ties)
+    assert calls == [False]
+    fine = votes(seed=12, K=24000, d=10, distinct=True)
+    study.fit_btl(fine[0], fine[1], fine[2], fine[3], fine[5], n_items=6, ties=fine[4])
+    assert calls[-1] is True  # certified: no program

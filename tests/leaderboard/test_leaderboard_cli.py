@@ -183,3 +183,15 @@ def test_bad_options_exit_2_too(tmp_path, capsys):
     assert "no category column 'topic'" in refused(capsys, tmp_path, frame, "--category", "topic")
     assert "unknown context 'poetry'" in refused(capsys, tmp_path, frame, "--category", "category", "--at", "poetry")
     assert "needs a judge column" in refused(capsys, tmp_path, frame.drop(columns=["judge"]), "--se", "cluster")
+
+
+@pytest.mark.parametrize("before_fit", [True, False])
+def test_separable_data_with_numeric_contexts_are_refused(tmp_path, capsys, monkeypatch, before_fit):
+    from study.leaderboard import checks
+    if not before_fit:  # the linear program after the fit, which certifies nothing here (large designs)
+        monkeypatch.setattr(checks, "SEPARATION_BEFORE_FIT", 0)
+    frame = battles(rows=600, seed=9)
+    frame = frame[~((frame.model_a == "alpha") & (frame.winner != "model_a"))]
+    frame = frame[~((frame.model_b == "alpha") & (frame.winner != "model_b"))]
+    line = refused(capsys, tmp_path, frame, "--features", "length")
+    assert "the data are separable: along some direction of the contexts the comparisons of `alpha`" in line
