@@ -334,7 +334,7 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", clusters=No
     (3, 2)
     """
     from .aggregate import aggregate
-    from .batch import Rows
+    from .batch import Rows, one_blas_thread
 
     theta = check.finite_array("theta", theta, ndim=2)
     n_items, d = theta.shape
@@ -348,7 +348,8 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", clusters=No
     codes = sandwich.check_clusters(clusters, i.size) if se == "cluster" else None
     rows = aggregate(i, j, X, wins, ties, m, codes)
     prepared = Rows(rows.i, rows.j, rows.X, rows.wins, rows.ties, rows.m, n_items, rows.clusters)
-    return debias_rows(prepared, theta, se=se, rcond=rcond)
+    with one_blas_thread():
+        return debias_rows(prepared, theta, se=se, rcond=rcond)
 
 
 def debias_rows(rows, theta: np.ndarray, *, se: str = "model", rcond: float = RCOND) -> DebiasResult:

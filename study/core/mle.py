@@ -355,7 +355,7 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     if use_batch:  # identified: the unique minimiser, whatever the tie-break
         prepared = batch.Rows(i, j, X, rows.wins, rows.ties, m, n_items)
         result = batch.fit(prepared, ridge=ridge, tol=tol)
-        if result is not None and ridge == 0.0 and not separation_first and not batch.not_separable(result, prepared):
+        if result is not None and ridge == 0.0 and not separation_first and not batch.certify(result, prepared):
             refuse_if_separable(i, j, X, wins, m, n_items)
     if result is None:
         if ridge == 0.0 and radius is None and not separation_first:

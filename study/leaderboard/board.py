@@ -24,7 +24,7 @@ from scipy.stats import norm
 
 from ..core import _validate as check
 from ..core.aggregate import aggregate
-from ..core.batch import Rows, fit
+from ..core.batch import Rows, fit, one_blas_thread
 from ..core.confseq import cs_factor
 from ..core.contrasts import to_reduced
 from ..core.inference import debias_rows
@@ -162,9 +162,10 @@ class Leaderboard:
         if key in self._tables:
             return self._tables[key].copy()
         score = self.result.theta_d @ x
-        root = self.covariance_root(x)
+        with one_blas_thread():
+            root = self.covariance_root(x)
+            ranks = rank_intervals(score, root, level=self.level, draws=self.draws, seed=self.seed)
         se = np.sqrt(np.einsum("pk,pk->k", root, root))
-        ranks = rank_intervals(score, root, level=self.level, draws=self.draws, seed=self.seed)
         half = self.half_width() * se
         lower, upper = score - half, score + half
         if scale == "elo":
@@ -274,7 +275,8 @@ def estimate(battles: Battles, *, tie_rule: str = "half", se: str = "auto", leve
             "or the contexts badly scaled; pass a ridge (--ridge 1) or rescale the context columns")
     step("covariance")
     rows_se = pairs_of(battles, by_judge=True).rows(battles.contexts, len(models)) if se == "cluster" else rows
-    result = debias_rows(rows_se, fitted.theta, se=se)
+    with one_blas_thread():
+        result = debias_rows(rows_se, fitted.theta, se=se)
     if not result.available:
         raise LeaderboardInputError(f"{source}: the {se} covariance is singular (condition number "
                                     f"{result.condition:.3g}): too few judgments, or none with residual variance")

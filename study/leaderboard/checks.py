@@ -20,7 +20,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..core.batch import SEPARATION_BEFORE_FIT, not_separable
+from ..core.batch import SEPARATION_BEFORE_FIT, certify
 from ..core.separation import LP_MAX_NONZEROS, separating_direction
 from .files import LeaderboardInputError
 
@@ -147,7 +147,7 @@ def check_separable(source, models, rows, contexts, context_names, fitted=None, 
         if fitted is None:
             needed = quick
         else:  # not run before the fit: run unless the fit certifies that it is not needed
-            needed = not quick and not not_separable(fitted, prepared)
+            needed = not quick and not certify(fitted, prepared)
         if not needed or 2 * X.size > LP_MAX_NONZEROS:
             return  # not needed, or out of the linear program's reach: a fit that does not converge says so
         direction = separating_direction(lo, hi, X, score, m, len(models))

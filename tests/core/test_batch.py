@@ -206,8 +206,8 @@ def test_large_separable_data_are_refused_after_the_fit_without_a_certificate(mo
     wins = np.where(j == 0, 1.0, np.where(i == 0, 0.0, wins))
     ties = np.where((i == 0) | (j == 0), 0.0, ties)
     calls = []
-    original = batch.not_separable
-    monkeypatch.setattr(batch, "not_separable", lambda *a, **k: calls.append(original(*a, **k)) or calls[-1])
+    original = batch.certify
+    monkeypatch.setattr(batch, "certify", lambda *a, **k: calls.append(original(*a, **k)) or calls[-1])
     with pytest.raises(study.core.separation.SeparableData, match="item 0 won all"):
         study.fit_btl(i, j, X, wins, m, n_items=6, ties=ties)
     assert calls == [False]
