@@ -27,8 +27,9 @@ read from files written first, with a fixed seed):
   100,000 rows 2.5x Logit's CPU and 5x its memory: 14 GB at a million rows, which a shared machine
   cannot give).  Their estimates must equal ours (theta_i - theta_0) to 1e-6.
 
-Printed: wall and CPU seconds, peak resident memory (and its increase over the process before the
-step), the ratios that the Done-when of issue 34 names, and the largest estimate differences.
+Printed: wall and CPU seconds, peak resident memory of the step (the process's peak reset just
+before it, Linux's ``clear_refs``) and its increase over the memory before the step (data loaded),
+the ratios that issue 34's Done-when names, and the largest estimate differences.
 Numbers depend on the machine and its load: compare the ratios of one run (docs/leaderboard.md).
 """
 from __future__ import annotations
@@ -92,8 +93,20 @@ def write_data(folder: Path, rows: int, models: int) -> None:
 
 # --- one case, in a child process --------------------------------------------------------------------
 
-def _rss_mb() -> float:
+def _status_mb(field: str) -> float:
+    """VmRSS (resident now) or VmHWM (its peak) of this process, in MB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return float(line.split()[1]) / 1024.0
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _reset_peak() -> None:
+    """Reset the peak resident set to the current one (Linux >= 4.0), so that the step's peak is its own."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
 
 
 def _votes_arrays(frame):
@@ -153,7 +166,8 @@ def run_case(case: str, data: Path) -> dict:
         from sklearn.linear_model import LogisticRegression
     elif case == "statsmodels":
         import statsmodels.api as sm
-    out["rss_before"] = _rss_mb()
+    _reset_peak()
+    out["rss_before"] = _status_mb("VmRSS")
     cpu, started = time.process_time(), time.perf_counter()
     if case == "study-core":
         a, b, w, t, names = _votes_arrays(frame)
@@ -204,7 +218,7 @@ def run_case(case: str, data: Path) -> dict:
         raise SystemExit(f"unknown case {case!r}")
     out["seconds"] = time.perf_counter() - started
     out["cpu"] = time.process_time() - cpu
-    out["rss_peak"] = _rss_mb()
+    out["rss_peak"] = _status_mb("VmHWM")
     return out
 
 
