@@ -37,7 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--se", choices=SE_CHOICES, default="auto",
                    help="the covariance: model (the paper's Phi_11), sandwich (each comparison a unit), cluster (each "
                         "judge a unit); auto: cluster where there is a judge column, else sandwich")
-    p.add_argument("--judge", default="auto", help="the judge column for --se cluster (default: 'judge' if present)")
+    p.add_argument("--judge", default="auto", help="the judge column for --se cluster (default: 'judge' if present; "
+                                                   "none: no judges)")
     p.add_argument("--level", type=float, default=0.95, help="coverage of the intervals and rank intervals")
     p.add_argument("--anytime", action="store_true", help="anytime-valid confidence sequences instead of CIs")
     p.add_argument("--tightest-at", type=float, default=None,

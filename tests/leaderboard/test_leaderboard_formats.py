@@ -172,3 +172,12 @@ def test_read_battles_keeps_every_row_and_its_judge():
     b = read_battles(frame)
     assert b.rows == len(frame) and b.judge_count == 12 and b.models == sorted(MODELS)
     assert read_battles(frame, judge=None).judges is None
+
+
+def test_progress_follows_the_stages_and_the_fit():
+    seen = []
+    leaderboard(battles(seed=9), progress=lambda *args: seen.append(args))
+    stages = [args[0] for args in seen]
+    assert stages[:4] == ["read", "aggregate", "check", "fit"] and stages[-1] == "covariance"
+    residuals = [args[1] for args in seen if len(args) == 3]
+    assert len(residuals) >= 2 and residuals[-1] <= seen[-2][2]  # Newton steps down to the stopping rule
