@@ -91,6 +91,12 @@ def test_aggregated_rows_give_the_same_estimate_and_covariance(se):
     assert result.se_method == se and result.available
     np.testing.assert_allclose(result.theta_d, unaggregated.theta_d, atol=1e-12)
     np.testing.assert_allclose(result.phi11, unaggregated.phi11, rtol=1e-10, atol=1e-14)
+    # and against the row store's debiasing of the unaggregated rows (the simulations' code)
+    store = study.core.inference.debias_data(data, theta)
+    if se == "sandwich":
+        store = study.core.sandwich.robust(store, theta, i, j, X, wins + ties / 2, m, ties)
+    if se != "cluster":
+        np.testing.assert_allclose(result.phi11, store.phi11, rtol=1e-9, atol=1e-14)
 
 
 def test_the_batch_solver_computes_the_row_stores_estimator():
