@@ -375,9 +375,11 @@ def debias_rows(rows, theta: np.ndarray, *, se: str = "model", rcond: float = RC
         meat = rows.reduced(rows.grams(sandwich.comparison_variance(p, rows.score, rows.m, rows.ties)))
     else:
         meat = cluster_meat(rows, rows.score - rows.m * p)
-    try:
-        result.factor = sandwich.precision_factor(hessian, meat)
-    except LinAlgError:  # some direction's comparisons have no residual variance (e.g. all ties at p = 1/2)
+    # a direction without residual variance (all ties at p = 1/2; an item all of whose comparisons are
+    # in one cluster, whose score sum the fit sets to 0) leaves the meat singular: then rounding alone
+    # decides whether a factor exists, so the meat must be well conditioned, as K must
+    if cholesky_factor(meat, rcond)[0] is None:
         return DebiasResult(theta_d=np.full((n, d), np.nan), available=False, condition=np.inf, se_method=se,
                             comparisons=rows.total)
+    result.factor = sandwich.precision_factor(hessian, meat)
     return result

@@ -79,11 +79,14 @@ def leaderboard(data, *, tie_rule: str = "half", se: str = "auto", level: float 
     --------
     >>> import pandas as pd
     >>> from study.leaderboard import leaderboard
-    >>> votes = pd.DataFrame({"model_a": ["a", "b", "c", "a"] * 30, "model_b": ["b", "c", "a", "c"] * 30,
-    ...                       "winner": ["model_a", "model_a", "model_b", "tie"] * 30})
-    >>> board = leaderboard(votes)
-    >>> board.table()[["rank", "model", "rank_lower", "rank_upper"]].to_string(index=False)
-    ' rank model  rank_lower  rank_upper\\n    1     a           1           1\\n    2     b           2           3\\n    3     c           2           3'
+    >>> votes = pd.DataFrame({"model_a": ["a", "b", "a"] * 20, "model_b": ["b", "c", "c"] * 20,
+    ...                       "winner": ["model_a", "model_a", "model_a", "model_b", "tie"] * 12})
+    >>> board = leaderboard(votes)          # 60 battles: a beats b and c more often than not, ...
+    >>> print(board.table()[["rank", "model", "rank_lower", "rank_upper"]].to_string(index=False))
+     rank model  rank_lower  rank_upper
+        1     a           1           2
+        2     b           1           3
+        3     c           2           3
     """
     step = progress or (lambda *args: None)
     if isinstance(data, Battles):

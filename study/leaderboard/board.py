@@ -44,8 +44,9 @@ SE_TEXT = {"model": "model-based SE (the paper's Phi_11: Bernoulli comparisons)"
 
 @dataclass
 class Pairs:
-    """Aggregated rows: i < j, ``wins`` of j, ``ties``, ``m``; contexts as codes into the battles'
-    ``contexts`` (``context``) or per row (``X``); ``clusters`` the judge codes where kept apart."""
+    """Aggregated rows (i < j where rows were summed): ``wins`` of j, ``ties``, ``m``; contexts as
+    codes into the battles' ``contexts`` (``context``) or per row (``X``); ``clusters`` the judge
+    codes where kept apart."""
 
     i: np.ndarray
     j: np.ndarray
@@ -274,7 +275,11 @@ def estimate(battles: Battles, *, tie_rule: str = "half", se: str = "auto", leve
             f"{source}: the fit did not converge (KKT residual {fitted.kkt_residual:.3g}): the data are nearly separable "
             "or the contexts badly scaled; pass a ridge (--ridge 1) or rescale the context columns")
     step("covariance")
-    rows_se = pairs_of(battles, by_judge=True).rows(battles.contexts, len(models)) if se == "cluster" else rows
+    rows_se = rows
+    if se == "cluster":
+        by_judge = pairs_of(battles, by_judge=True)
+        checks.check_judges(source, models, by_judge, battles.judge_labels)
+        rows_se = by_judge.rows(battles.contexts, len(models))
     with one_blas_thread():
         result = debias_rows(rows_se, fitted.theta, se=se)
     if not result.available:

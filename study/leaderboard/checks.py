@@ -5,6 +5,7 @@
 * two names equal up to case, spaces and punctuation (``GPT-4`` and ``gpt-4 ``);
 * a disconnected comparison graph, naming its components: scores of models never compared, even
   through others, are not comparable;
+* judge-clustered SEs for a model judged by one judge only (no variance to estimate);
 * separable data, where the maximum-likelihood scores do not exist: without contexts, the models
   that never lost against the rest and those that never won against them (the "beats" graph --
   an arc from a to b when a won or tied against b at least once -- is not strongly connected:
@@ -80,6 +81,23 @@ def check_connected(source, models, lo, hi) -> None:
         f"{source}: the comparison graph is disconnected: {count} components, {' and '.join(shown)}"
         f"{' and more' if count > SHOWN else ''}; no judgment links them, so their scores are not comparable: "
         "add judgments across them or rank each part on its own")
+
+
+def check_judges(source, models, pairs, judge_labels) -> None:
+    """Refuse judge-clustered SEs where some model was judged by one judge only: its comparisons'
+    score sum is one cluster's, which the fit sets to zero, so the clustered covariance has no
+    variance for it (and whether a factor exists is up to rounding)."""
+    n = len(models)
+    cells = np.unique(np.concatenate([pairs.clusters * n + pairs.i, pairs.clusters * n + pairs.j]))
+    judges = np.bincount(cells % n, minlength=n)
+    alone = np.flatnonzero(judges < 2)
+    if alone.size:
+        k = int(alone[0])
+        judge = judge_labels[int(cells[cells % n == k][0] // n)]
+        more = f" (and {alone.size - 1} more models)" if alone.size > 1 else ""
+        raise LeaderboardInputError(
+            f"{source}: `{models[k]}`: every judgment of it is by one judge (`{judge}`){more}, so the judge-clustered "
+            "covariance has no variance for it; pass --se sandwich, or collect its judgments from more judges")
 
 
 def _beats_components(n, lo, hi, hi_score, m):

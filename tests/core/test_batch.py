@@ -220,3 +220,14 @@ def test_large_separable_data_are_refused_after_the_fit_without_a_certificate(mo
     fine = votes(seed=12, K=24000, d=10, distinct=True)
     study.fit_btl(fine[0], fine[1], fine[2], fine[3], fine[5], n_items=6, ties=fine[4])
     assert calls[-1] is True  # certified: no program
+
+
+def test_a_meat_without_variance_in_some_direction_leaves_the_covariance_unavailable():
+    """Item 3 judged only by cluster 0: its score sum is one cluster's, zero at the MLE, so the
+    clustered meat is singular; whether a factor exists must not be left to rounding."""
+    i, j, X, wins, ties, m, judges = votes(seed=6, n=4, K=1200, d=1)
+    judges = np.where((i == 3) | (j == 3), 0, judges % 7 + 1)
+    theta = study.fit_btl(i, j, X, wins, m, n_items=4, ties=ties)
+    result = study.debias(theta, i, j, X, wins, m, ties=ties, se="cluster", clusters=judges)
+    assert not result.available and np.isnan(result.theta_d).all()
+    assert study.debias(theta, i, j, X, wins, m, ties=ties, se="sandwich").available

@@ -85,12 +85,23 @@ def test_a_misspelt_model_is_named_with_its_likely_name(tmp_path, capsys, ridge)
 
 def test_few_judgments_without_a_near_name(tmp_path, capsys):
     frame = pd.concat([battles(), pd.DataFrame([{"model_a": "zzz-9000", "model_b": "beta", "winner": winner,
-                                                 "judge": "x", "category": "code", "length": 0.0}
-                                                for winner in ("model_a", "model_b", "tie")])])
+                                                 "judge": judge, "category": "code", "length": 0.0}
+                                                for winner, judge in (("model_a", "x"), ("model_b", "y"),
+                                                                      ("tie", "x"))])])
     line = refused(capsys, tmp_path, frame)
     assert "`zzz-9000`: 3 judgments -- fewer than 10 judgments" in line and "did you mean" not in line
     code, _, _ = run(capsys, write(frame, tmp_path / "again.csv"), "--out", tmp_path / "ok", "--min-judgments", "3",
                      "--quiet")
+    assert code == 0
+
+
+def test_a_model_judged_by_one_judge_is_refused_for_clustered_errors(tmp_path, capsys):
+    frame = pd.concat([battles(), pd.DataFrame([{"model_a": "zzz-9000", "model_b": "beta", "winner": winner,
+                                                 "judge": "x", "category": "code", "length": 0.0}
+                                                for winner in ("model_a", "model_b", "tie") * 4])])
+    line = refused(capsys, tmp_path, frame)
+    assert "`zzz-9000`: every judgment of it is by one judge (`x`)" in line and "--se sandwich" in line
+    code, _, _ = run(capsys, write(frame, tmp_path / "s.csv"), "--out", tmp_path / "ok", "--se", "sandwich", "--quiet")
     assert code == 0
 
 
