@@ -7,6 +7,8 @@ The package's layers, each a folder (``docs/api.md`` lists the public API):
 * :mod:`study.simulation` and :mod:`study.policies` -- settings, environments, the replication
   loop, and the policies that choose pairs in it;
 * :mod:`study.llm` -- the paper's LLM-ranking application (replays of judgments);
+* :mod:`study.online`, :mod:`study.leaderboard` -- the online ranker; leaderboards from files of
+  judgments (same layer as :mod:`study.llm`);
 * :mod:`study.results` -- stored results (checksummed Parquet), figures, the summary table;
 * :mod:`study.runner` -- the Ray runner: plans, tasks, resume, the driver;
 * :mod:`study.cli` -- the command line (``jobs/*.py``).

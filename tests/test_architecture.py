@@ -7,7 +7,8 @@ Layers (a module may import its own layer and those below):
     0  study._util, study._version          helpers with one home each
     1  study.core                           the statistical core
     2  study.simulation, study.policies     the simulation layer
-    3  study.llm, study.online              the LLM-ranking application, the online ranker
+    3  study.llm, study.online,             the LLM-ranking application, the online ranker,
+       study.leaderboard                    leaderboards from files of judgments
     4  study.results                        stored results, figures, summary (never the runner)
     5  study.runner                         the Ray runner
     6  study.cli                            the command line
@@ -22,7 +23,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "study"
 LAYERS = {"study._util": 0, "study._version": 0, "study.core": 1, "study.simulation": 2, "study.policies": 2,
-          "study.llm": 3, "study.online": 3, "study.results": 4, "study.runner": 5, "study.cli": 6, "study": 7}
+          "study.llm": 3, "study.online": 3, "study.leaderboard": 3, "study.results": 4, "study.runner": 5, "study.cli": 6, "study": 7}
 MAX_LINES = 600
 
 

@@ -5,7 +5,7 @@ normal approximation (as the sandwich does).
 Two resampling units:
 
 * ``unit="comparison"`` (default): every comparison is a unit.  Row k's m_k comparisons are
-  full_k outright wins of j, ties_k ties and the rest wins of i; a replicate draws the same total
+  wins_k outright wins of j, ties_k ties and the rest wins of i; a replicate draws the same total
   number of comparisons from these (row, outcome) cells with replacement (one multinomial draw)
   and refits.  This is LMArena's ``arena-rank`` bootstrap (a multinomial over its unique
   (pair, outcome) rows).
@@ -30,7 +30,7 @@ from scipy.stats import norm
 from . import _validate as check
 from .likelihood import ComparisonData
 from .mle import fit_btl, identified
-from .sandwich import check_ties
+from .outcomes import counted, score
 
 UNITS = ("comparison", "row")
 
@@ -83,14 +83,14 @@ def _connected(i, j, n) -> bool:
     return connected_components(graph, directed=False)[0] == 1
 
 
-def _fit(i, j, X, wins, m, n, ridge, radius):
+def _fit(i, j, X, wins, ties, m, n, ridge, radius):
     """(theta, usable): the fit, and whether it converged where the data identify theta."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        theta = fit_btl(i, j, X, wins, m, n, ridge=ridge, radius=radius)
+        theta = fit_btl(i, j, X, wins, m, n, ties=ties, ridge=ridge, radius=radius)
     converged = not any(issubclass(w.category, RuntimeWarning) for w in caught)
     if converged and ridge == 0.0:  # with d > 1 a connected graph may still leave directions unidentified
-        converged = identified(ComparisonData.from_rows(i, j, X, wins, m, n), theta, np.zeros(n))
+        converged = identified(ComparisonData.from_rows(i, j, X, score(wins, ties), m, n), theta, np.zeros(n))
     return theta, converged
 
 
@@ -100,12 +100,9 @@ def bootstrap(i, j, X, wins, m, n_items, *, ties=None, reps: int = 200, seed: in
 
     Parameters
     ----------
-    i, j, X, wins, m, n_items
-        The comparisons, as in :func:`study.fit_btl` (``wins[k]`` of ``m`` won by ``j[k]``, a tie
-        counting half).
-    ties : array_like, shape (K,), optional
-        How many of row k's comparisons were ties; needed by ``unit="comparison"`` when ``wins``
-        has halves.
+    i, j, X, wins, m, n_items, ties
+        The comparisons, as in :func:`study.fit_btl` (``wins[k]`` of ``m`` won outright by
+        ``j[k]``, ``ties[k]`` tied: :mod:`study.core.outcomes`).
     reps : int
         Number of resamples B.
     seed : int
@@ -141,14 +138,13 @@ def bootstrap(i, j, X, wins, m, n_items, *, ties=None, reps: int = 200, seed: in
     seed = check.integer("seed", seed, low=0)
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
-    ties = check_ties(ties, wins, m, needed=unit == "comparison")
+    wins, ties = counted(wins, m, ties)
     ridge = check.real("ridge", ridge, low=0.0)
-    theta = fit_btl(i, j, X, wins, m, n, ridge=ridge, radius=radius)
+    theta = fit_btl(i, j, X, wins, m, n, ties=ties, ridge=ridge, radius=radius)
     rng = np.random.default_rng(np.random.SeedSequence(seed))
     K = len(i)
     if unit == "comparison":
-        full = wins - ties / 2.0
-        cells = np.stack([full, ties, m - full - ties], axis=1).ravel()  # (row, outcome) counts
+        cells = np.stack([wins, ties, m - wins - ties], axis=1).ravel()  # (row, outcome) counts
         total = int(round(cells.sum()))
         probabilities = cells / cells.sum()
     replicates, failed = [], 0
@@ -157,10 +153,10 @@ def bootstrap(i, j, X, wins, m, n_items, *, ties=None, reps: int = 200, seed: in
             counts = rng.multinomial(total, probabilities).reshape(K, 3).astype(float)
             rows_m = counts.sum(axis=1)
             keep = rows_m > 0
-            rows = (i[keep], j[keep], X[keep], counts[keep, 0] + 0.5 * counts[keep, 1], rows_m[keep])
+            rows = (i[keep], j[keep], X[keep], counts[keep, 0], counts[keep, 1], rows_m[keep])
         else:
             pick = rng.integers(0, K, K)
-            rows = (i[pick], j[pick], X[pick], wins[pick], m[pick])
+            rows = (i[pick], j[pick], X[pick], wins[pick], ties[pick], m[pick])
         if not _connected(rows[0], rows[1], n):
             failed += 1
             continue

@@ -15,11 +15,14 @@ an independent unit:
 
     v_k = sum over the comparisons of (y - p_k)^2,   y = 1 (j won), 1/2 (tie), 0 (i won),
         = full_k (1 - p_k)^2 + ties_k (1/2 - p_k)^2 + (m_k - full_k - ties_k) p_k^2,
-    p_k = sigma(x_k'(theta_j - theta_i)),   full_k = wins_k - ties_k / 2.
+    p_k = sigma(x_k'(theta_j - theta_i)),   full_k = row k's outright wins of j.
 
 This is the estimator of LMArena's ``arena-rank`` (``BradleyTerry``, ``ci_method="sandwich"``),
 which adds a ridge of 1e-5 x (number of votes) to its Hessian and has no sum-zero constraint.
 Without ties E v_k = m_k p_k (1 - p_k), the row's curvature, so V and Phi_11 agree asymptotically.
+Where comparisons are correlated within clusters (several verdicts of one judge), the meat sums the
+clusters' squared score sums instead (``debias(..., se="cluster", clusters=...)``,
+:func:`study.core.batch.cluster_meat`).
 
 Representation.  :func:`robust` returns a :class:`study.DebiasResult` whose ``factor`` U_s
 satisfies U_s'U_s = V_r^{-1} = K B^{-1} K (V_r = C'VC, the reduced covariance), so every method of
@@ -39,52 +42,42 @@ from scipy.special import expit
 from .contrasts import to_reduced
 
 SE_METHODS = ("model", "sandwich")
+DEBIAS_SE_METHODS = ("model", "sandwich", "cluster")  # :func:`study.debias` also clusters (study.core.batch)
 
 
-def check_se(se) -> str:
-    """``se`` if it names a standard-error method (``"model"`` or ``"sandwich"``)."""
-    if not isinstance(se, str) or se not in SE_METHODS:
-        raise ValueError(f"se must be one of {SE_METHODS}, got {se!r}")
+def check_se(se, allowed=SE_METHODS) -> str:
+    """``se`` if it names one of the ``allowed`` standard-error methods."""
+    if not isinstance(se, str) or se not in allowed:
+        raise ValueError(f"se must be one of {allowed}, got {se!r}")
     return se
 
 
-def check_ties(ties, wins: np.ndarray, m: np.ndarray, *, needed: bool) -> np.ndarray | None:
-    """Validate ``ties`` against validated ``wins`` and ``m`` (per row); returns a float array, or
-    None when ``ties`` is None and not ``needed``.  With ``needed`` and no ties, every row must have
-    an integer number of wins (no ties)."""
-    if ties is None:
-        if not needed:
-            return None
-        half = np.flatnonzero(wins != np.round(wins))
-        if half.size:
-            k = int(half[0])
-            raise ValueError(f"wins[{k}] = {wins[k]} is not an integer: pass ties (how many of each row's m "
-                             "comparisons were ties, counted as half a win in wins) for se='sandwich'")
-        return np.zeros_like(wins)
+def check_clusters(clusters, rows: int) -> np.ndarray:
+    """Integer codes 0..G-1 of ``clusters`` (one label per row: judge or annotator ids, numbers or
+    text), with at least two clusters; ``ValueError`` naming the problem."""
+    if clusters is None:
+        raise ValueError("se='cluster' needs clusters=: one label per row (e.g. the judge or annotator of each row)")
+    labels = np.asarray(clusters)
+    if labels.ndim != 1 or len(labels) != rows:
+        raise ValueError(f"clusters must have one label per row ({rows}), got shape {labels.shape}")
+    if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
+        raise ValueError(f"clusters[{int(np.flatnonzero(~np.isfinite(labels))[0])}] is NaN or infinite: "
+                         "every row needs a cluster label")
+    if labels.dtype.kind == "O" and any(label is None for label in labels):
+        raise ValueError("clusters has a missing label (None): every row needs a cluster label")
     try:
-        ties = np.asarray(ties, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError("ties must be numeric: one count per row") from None
-    if ties.ndim == 0:
-        ties = np.full(wins.shape, float(ties))
-    if ties.shape != wins.shape:
-        raise ValueError(f"ties must have one entry per row ({wins.size}), got shape {ties.shape}")
-    bad = np.flatnonzero(~np.isfinite(ties) | (ties != np.round(ties)) | (ties < 0) | (ties > m))
-    if bad.size:
-        k = int(bad[0])
-        raise ValueError(f"ties[{k}] = {ties[k]} must be an integer in [0, m = {m[k]:g}]")
-    full = wins - ties / 2.0
-    bad = np.flatnonzero((full != np.round(full)) | (full < 0) | (full > m - ties))
-    if bad.size:
-        k = int(bad[0])
-        raise ValueError(f"row {k}: wins = {wins[k]:g} with ties = {ties[k]:g} of m = {m[k]:g} leaves "
-                         f"{full[k]:g} outright wins; it must be an integer in [0, m - ties]")
-    return ties
+        codes = np.unique(labels, return_inverse=True)[1].ravel()
+    except TypeError:
+        raise ValueError("clusters must hold labels of one kind (all numbers or all text)") from None
+    if rows and codes.max() < 1:
+        raise ValueError("clusters holds a single cluster: the cluster-robust covariance needs at least two")
+    return codes.astype(np.int64)
 
 
-def comparison_variance(p: np.ndarray, wins: np.ndarray, m: np.ndarray, ties: np.ndarray) -> np.ndarray:
-    """v_k, the sum of (y - p_k)^2 over row k's comparisons (module docstring)."""
-    full = wins - ties / 2.0
+def comparison_variance(p: np.ndarray, score: np.ndarray, m: np.ndarray, ties: np.ndarray) -> np.ndarray:
+    """v_k, the sum of (y - p_k)^2 over row k's comparisons (module docstring), from the row's score
+    (outright wins + ties / 2) and ties."""
+    full = score - ties / 2.0
     losses = m - full - ties
     return full * (1.0 - p) ** 2 + ties * (0.5 - p) ** 2 + losses * p ** 2
 
@@ -113,14 +106,15 @@ def precision_factor(hessian: np.ndarray, meat: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(signs[:, None] * r)
 
 
-def robust(result, theta, i, j, X, wins, m, ties):
-    """The sandwich version of a debiased result (module docstring), from validated rows."""
+def robust(result, theta, i, j, X, score, m, ties):
+    """The sandwich version of a debiased result (module docstring), from validated rows whose
+    ``score`` counts a tie as half a win (as the estimator's rows do)."""
     if not result.available:
         return dataclasses.replace(result, se_method="sandwich", _cache={})
     n = theta.shape[0]
     p = expit(np.einsum("kd,kd->k", X, theta[j] - theta[i]))
     hessian = reduced_gram(i, j, X, m * p * (1.0 - p), n)
-    meat = reduced_gram(i, j, X, comparison_variance(p, wins, m, ties), n)
+    meat = reduced_gram(i, j, X, comparison_variance(p, score, m, ties), n)
     try:
         factor = precision_factor(hessian, meat)
     except LinAlgError:  # some direction's comparisons have no residual variance (e.g. all ties at p = 1/2)

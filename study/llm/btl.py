@@ -3,10 +3,12 @@
 :func:`fit_btl` has the signature of :func:`study.fit_btl` (the bandit core's estimator) and calls
 it; :func:`newton_fit` is a small self-contained Newton solver of the same objective, an
 independent check of it.  Both return the sum-to-zero MLE: row k
-compares item ``i[k]`` with item ``j[k]`` under context ``X[k]``; ``wins[k]`` of ``m[k]`` were won by
-``j[k]`` (non-integer wins are allowed: a tie counts as half a win for each side), and
+compares item ``i[k]`` with item ``j[k]`` under context ``X[k]``; ``wins[k]`` of ``m[k]`` were won outright
+by ``j[k]`` and ``ties[k]`` tied (a tie counts as half a win for each side: :mod:`study.core.outcomes`), and
 
-    L(theta) = - sum_k [ wins_k s_k - m_k log(1 + e^{s_k}) ],   s_k = X_k'(theta_{j_k} - theta_{i_k}).
+    L(theta) = - sum_k [ score_k s_k - m_k log(1 + e^{s_k}) ],   s_k = X_k'(theta_{j_k} - theta_{i_k}),
+
+with score_k = wins_k + ties_k / 2.
 
 The fit is used offline (``python -m study.llm.prepare``) and when a bring-your-own-judgments file
 is loaded; it is never on the per-step path of a replication.
@@ -22,7 +24,7 @@ from ..core.separation import separating_direction  # one home: the core refuses
 __all__ = ["fit_btl", "newton_fit", "log_likelihood", "which_fitter", "separating_direction"]
 
 
-def _rows(i, j, X, wins, m, n_items):
+def _rows(i, j, X, wins, m, n_items, ties=None):
     i = np.asarray(i, dtype=np.intp)
     j = np.asarray(j, dtype=np.intp)
     X = np.asarray(X, dtype=float)
@@ -34,20 +36,23 @@ def _rows(i, j, X, wins, m, n_items):
         raise ValueError("i, j, wins and X must describe the same number of rows")
     if np.any(i == j) or i.min() < 0 or j.min() < 0 or max(i.max(), j.max()) >= n_items:
         raise ValueError("item indices must be distinct and lie in [0, n_items)")
-    if np.any(wins < 0) or np.any(wins > m):
-        raise ValueError("wins must lie in [0, m]")
-    return i, j, X, wins, m
+    ties = np.zeros_like(wins) if ties is None else np.asarray(ties, dtype=float)
+    if np.any(wins < 0) or np.any(ties < 0) or np.any(wins + ties > m):
+        raise ValueError("wins and ties must be counts with wins + ties <= m")
+    return i, j, X, wins + 0.5 * ties, m
 
 
-def log_likelihood(theta, i, j, X, wins, m) -> float:
-    """Log-likelihood of ``theta`` (n, d) on comparison rows (ties as half wins)."""
+def log_likelihood(theta, i, j, X, wins, m, ties=None) -> float:
+    """Log-likelihood of ``theta`` (n, d) on comparison rows (a tie half a win for each side)."""
+    if ties is not None:
+        wins = np.asarray(wins, dtype=float) + 0.5 * np.asarray(ties, dtype=float)
     theta = np.asarray(theta, dtype=float)
     X = np.asarray(X, dtype=float)
     s = np.einsum("kd,kd->k", X, theta[j] - theta[i])
     return float(np.sum(wins * s - m * np.logaddexp(0.0, s)))
 
 
-def newton_fit(i, j, X, wins, m, n_items, *, ridge: float = 0.0, tol: float = 1e-10,
+def newton_fit(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, tol: float = 1e-10,
                max_steps: int = 200) -> np.ndarray:
     """Damped Newton for the (ridge-penalised) contextual BTL MLE; returns the sum-to-zero solution.
 
@@ -56,7 +61,7 @@ def newton_fit(i, j, X, wins, m, n_items, *, ridge: float = 0.0, tol: float = 1e
     ``ValueError`` when the MLE does not exist (the iterates diverge: some item or direction is
     never beaten, a separable data set); pass ``ridge > 0`` to get the penalised estimate then.
     """
-    i, j, X, wins, m = _rows(i, j, X, wins, m, n_items)
+    i, j, X, wins, m = _rows(i, j, X, wins, m, n_items, ties)  # wins: the score, a tie half a win
     n, d = int(n_items), X.shape[1]
     nd = n * d
     # D_k = (e_j - e_i) (x) x_k, item-major (index a*d + c)
@@ -112,11 +117,11 @@ def which_fitter() -> str:
     return "study.fit_btl"
 
 
-def fit_btl(i, j, X, wins, m, n_items, *, ridge: float = 0.0) -> np.ndarray:
+def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0) -> np.ndarray:
     """Sum-to-zero (ridge-penalised) contextual BTL MLE, (n_items, d): the core's estimator
     (:func:`study.fit_btl`); :func:`newton_fit` is an independent implementation that checks it."""
     X = np.asarray(X, dtype=float)
     if X.ndim == 1:
         X = X[:, None]
-    theta = np.asarray(core_fit_btl(i, j, X, wins, m, n_items, ridge=ridge), dtype=float)
+    theta = np.asarray(core_fit_btl(i, j, X, wins, m, n_items, ties=ties, ridge=ridge), dtype=float)
     return theta - theta.mean(axis=0)

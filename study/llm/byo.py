@@ -207,17 +207,17 @@ def replay_inputs(frame: pd.DataFrame, *, dim: int = 10, embedder=None) -> dict:
 
 
 def fit_theta_star(inputs: dict, *, ridge: float = 0.0) -> np.ndarray:
-    """BT MLE on all judgments (ties as half wins), aggregated per (question, pair)."""
+    """BT MLE on all judgments (a tie half a win for each side), aggregated per (question, pair)."""
     counts, edges, X = inputs["counts"], inputs["edges"], inputs["contexts"]
     q, e = np.nonzero(counts.sum(axis=2))
     c = counts[q, e]
     m = c.sum(axis=1).astype(float)
-    wins = c[:, 1] + 0.5 * c[:, 2]
-    args = (edges[e, 0], edges[e, 1], X[q], wins, m, len(inputs["models"]))
-    if ridge == 0.0 and separating_direction(*args) is not None:
+    args = (edges[e, 0], edges[e, 1], X[q], c[:, 1].astype(float), m, len(inputs["models"]))
+    ties = c[:, 2].astype(float)
+    if ridge == 0.0 and separating_direction(*args[:3], args[3] + 0.5 * ties, *args[4:]) is not None:
         raise ValueError("the BT MLE on these judgments does not exist (the data are separable: along some "
                          "direction of the contexts one model always wins); pass ridge > 0")
-    theta = fit_btl(*args, ridge=ridge)
+    theta = fit_btl(*args, ties=ties, ridge=ridge)
     if not np.all(np.isfinite(theta)):
         raise ValueError("the BT MLE on these judgments does not exist or is unbounded (some model or "
                          "direction always wins: separable data); pass ridge > 0")

@@ -152,12 +152,12 @@ class ArenaVotes:
 
     def rows(self) -> dict:
         """The votes as comparison rows, one per pair, for :func:`study.fit_btl` and :func:`study.debias`:
-        ``i``, ``j`` (the pair), ``X`` (ones: d = 1), ``wins`` (the second model's wins plus half the ties),
-        ``m`` (the pair's votes) and ``ties`` (both kinds), e.g.
+        ``i``, ``j`` (the pair), ``X`` (ones: d = 1), ``wins`` (the second model's outright wins), ``m``
+        (the pair's votes) and ``ties`` (both kinds; a tie is half a win for each side), e.g.
         ``study.debias(theta, **rows, se="sandwich")`` with ``rows = votes.rows()``."""
         c = self.counts
         ties = (c[:, 2] + c[:, 3]).astype(float)
-        return {"i": self.pairs[:, 0], "j": self.pairs[:, 1], "X": np.ones((len(c), 1)), "wins": c[:, 1] + 0.5 * ties,
+        return {"i": self.pairs[:, 0], "j": self.pairs[:, 1], "X": np.ones((len(c), 1)), "wins": c[:, 1].astype(float),
                 "m": c.sum(axis=1).astype(float), "ties": ties}
 
 

@@ -142,9 +142,9 @@ def read_arena(path: Path):
 
 def arena_fit(pairs: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
     """BT MLE (d = 1) on all votes; ties of both kinds are half a win each."""
-    wins = counts[:, 1] + 0.5 * (counts[:, 2] + counts[:, 3])  # won by pairs[:, 1]
-    m = counts.sum(axis=1)
-    return fit_btl(pairs[:, 0], pairs[:, 1], np.ones((len(pairs), 1)), wins, m, n)[:, 0]
+    m = counts.sum(axis=1)  # counts[:, 1] won by pairs[:, 1]; both kinds of tie half a win each
+    return fit_btl(pairs[:, 0], pairs[:, 1], np.ones((len(pairs), 1)), counts[:, 1], m, n,
+                   ties=counts[:, 2] + counts[:, 3])[:, 0]
 
 
 def generate(contexts: np.ndarray, strengths: np.ndarray, seed: int = SEED, tau: float = TAU, k: int = K):

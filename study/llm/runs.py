@@ -239,7 +239,8 @@ def diagram_panels(seed, setting=None, method: str = "RB", times=DIAGRAM_TIMES, 
 
 
 def _told_rows(env, result, T):
-    """(i, j, X, wins, m, ties) of a replay replication's first T steps (ties recounted from the draws)."""
+    """(i, j, X, score, m, ties) of a replay replication's first T steps (ties recounted from the draws;
+    score = outright wins + ties / 2, as the estimator's rows count them)."""
     major, other = result.trajectory["major"][:T], result.trajectory["other"][:T]
     codes = np.stack([env.draw(t, a, b) for t, (a, b) in enumerate(zip(major, other), start=1)])
     ties = (codes == 2).sum(axis=1).astype(float)

@@ -11,6 +11,9 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 * :mod:`study.online.audit`   :func:`verify_store`, the whole check of ``python -m study.online verify``.
 * :mod:`study.online.config`  the creation arguments, stored and compared on reopening.
 * :mod:`study.online.report`  CIs, rankings and diagrams, each naming its standard errors.
+* :mod:`study.online.export`  a store's told rows as a table (Parquet, CSV, JSON Lines) that
+  ``python -m study.leaderboard`` reads back.
+* :mod:`study.online.prior`   a ranker whose theta(0) is the fit of a file of earlier judgments.
 * ``python -m study.online show FILE``  counts, the ranking with CIs, the diagram as a PNG.
 * ``python -m study.online verify FILE [--replay]``  is the file a store to trust?
 
@@ -18,8 +21,11 @@ See docs/online.md.
 """
 from .audit import verify_store
 from .config import Config
+from .export import export_told, told_rows
+from .prior import ranker_from_judgments
 from .ranker import Ranker
 from .store import StoreError, StoreFileError
 from .tickets import Ticket
 
-__all__ = ["Config", "Ranker", "StoreError", "StoreFileError", "Ticket", "verify_store"]
+__all__ = ["Config", "Ranker", "StoreError", "StoreFileError", "Ticket", "verify_store", "told_rows", "export_told",
+           "ranker_from_judgments"]

@@ -70,5 +70,9 @@ def count(name: str, value, *, low: int) -> int:
     try:
         return check.integer(name, value, low=low)
     except ValueError:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}") from None
+        hint = ""
+        if name == "wins" and isinstance(value, (float, np.floating)) and np.isfinite(value):
+            hint = ("; wins counts outright wins and a tie is told as ties=1, not as half a win (the convention of "
+                    "every API: study.core.outcomes)")
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}{hint}") from None
 

@@ -25,11 +25,11 @@ def test_sandwich_diagram_panels_use_the_replications_rows_and_ties(tmp_path):
     # the rows: the replication's choices with the replay's own outcomes, ties told apart
     env = replay.environment(setting, 4)
     result = run_environment(env, "RB", setting, snapshot_times=times)
-    i, j, X, wins, m, ties = runs._told_rows(env, result, 300)
-    np.testing.assert_array_equal(wins, [env.compare(t, a, b) for t, (a, b) in enumerate(zip(i, j), start=1)])
+    i, j, X, score, m, ties = runs._told_rows(env, result, 300)
+    np.testing.assert_array_equal(score, [env.compare(t, a, b) for t, (a, b) in enumerate(zip(i, j), start=1)])
     assert ties.sum() > 30 and np.all(m == 3)
     theta, _ = result.snapshots[300]
-    expected = study.debias(theta, i, j, X, wins, m, ties=ties, se="sandwich")
+    expected = study.debias(theta, i, j, X, score - ties / 2, m, ties=ties, se="sandwich")  # outright wins
     np.testing.assert_allclose(robust[1][300][1], expected.phi11, rtol=1e-9, atol=1e-14)
     # a sixth of the judgments are ties: the robust variances are smaller on the whole
     assert np.trace(robust[1][300][1]) < np.trace(model[1][300][1])

@@ -1,0 +1,71 @@
+"""What a leaderboard writes: the table as Markdown (what it is above it, in words), CSV and JSON
+(the table and what it is, as data)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+FORMATS = ("md", "csv", "json")
+
+
+def _number(value: float, scale: str) -> str:
+    return f"{value:.0f}" if scale == "elo" else f"{value:.3f}"
+
+
+def header(meta: dict) -> list:
+    """The lines that say what a table is."""
+    at = ""
+    if meta["contextual"]:
+        point = ", ".join(f"{name}: {value:.3g}" for name, value in zip(meta["context_names"], meta["context"]))
+        at = f" at the context ({point})"
+    scale = ("Elo-style scale: 1000 + 400/ln(10) x the logit score" if meta["scale"] == "elo"
+             else "logit scale: x'theta, summing to 0 over the models")
+    judges = f" by {meta['judges']:,} judges" if meta["judges"] else ""
+    lines = [f"Leaderboard of {meta['source']}: {meta['models']} models, {meta['comparisons']:,.0f} comparisons{judges}"
+             f"{at}.",
+             f"Score on the {scale}; interval: {meta['interval']}, {meta['se_text']}; rank interval: "
+             f"{meta['rank_interval']}, all models at once. Tie rule {meta['tie_rule']!r}"
+             f"{'; ridge ' + format(meta['ridge'], 'g') if meta['ridge'] else ''}."]
+    lines += [f"Note: {note}." for note in meta["notes"]]
+    return lines
+
+
+def markdown(table: pd.DataFrame) -> str:
+    meta = table.attrs
+    scale = meta["scale"]
+    rows = ["| rank | rank interval | model | score | interval | judgments | win rate | ties |",
+            "|---:|:---:|---|---:|:---:|---:|---:|---:|"]
+    for r in table.itertuples(index=False):
+        interval = f"{_number(r.lower, scale)} to {_number(r.upper, scale)}"
+        ranks = f"{r.rank_lower}" if r.rank_lower == r.rank_upper else f"{r.rank_lower}-{r.rank_upper}"
+        name = str(r.model).replace("|", "\\|")
+        rows.append(f"| {r.rank} | {ranks} | {name} | {_number(r.score, scale)} | {interval} | {r.judgments:,} | "
+                    f"{r.win_rate:.3f} | {r.ties:,} |")
+    return "\n".join(header(meta) + [""] + rows) + "\n"
+
+
+def csv_text(table: pd.DataFrame) -> str:
+    return table.to_csv(index=False)
+
+
+def _plain(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return None if not math.isfinite(value) else float(value)
+    return value
+
+
+def json_text(table: pd.DataFrame) -> str:
+    records = [{key: _plain(value) for key, value in row.items()} for row in table.to_dict(orient="records")]
+    return json.dumps({"leaderboard": {key: _plain(value) for key, value in table.attrs.items()},
+                       "models": records}, indent=1) + "\n"
+
+
+def render(table: pd.DataFrame, formats=FORMATS) -> dict:
+    """{file name: text} of the table in ``formats``."""
+    writers = {"md": markdown, "csv": csv_text, "json": json_text}
+    return {f"leaderboard.{kind}": writers[kind](table) for kind in formats}

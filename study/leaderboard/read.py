@@ -1,0 +1,80 @@
+"""From files or frames to :class:`~study.leaderboard.battles.Battles`: the outcomes under one tie
+rule (:mod:`.battles`), the contexts (:mod:`.contexts`), the judges; several files merged by model
+name (earlier judgments and a ranker's export, say)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import contexts as context_columns
+from .battles import TIE_RULES, Battles, decode, merge
+from .files import read_table, table_of_frame
+
+__all__ = ["read_battles"]
+
+
+def _one(source, *, tie_rule, judge, category, features, vector, embed, intercept, dim, embedder) -> Battles:
+    if isinstance(source, (str, Path)):
+        wanted = {"model_a", "model_b", "winner", "wins_a", "wins_b", "ties", "judge", "context", judge, category,
+                  vector, embed, *(features or ())}
+        table, kind = read_table(source, wanted - {None, "auto"})
+        name = str(source)
+    else:
+        table, kind, name = table_of_frame(source), "frame", "frame"
+    if judge == "auto":
+        judge = "judge" if "judge" in table.column_names else None
+    i, j, wins, ties, m, judges, keep, form, models, judge_labels = decode(table, name, kind, tie_rule=tie_rule,
+                                                                           judge=judge)
+    X, codes, names = context_columns.build(table, name, kind, category=category, features=features, vector=vector,
+                                            embed=embed, intercept=intercept, dim=dim, embedder=embedder)
+    notes = []
+    if keep is not None and not keep.all():
+        dropped = int((~keep).sum())
+        notes.append(f"{dropped:,} row{'s' if dropped != 1 else ''} of ties left out by the tie rule {tie_rule!r}")
+        i, j, wins, ties, m = i[keep], j[keep], wins[keep], ties[keep], m[keep]
+        judges = None if judges is None else judges[keep]
+        if codes is not None:
+            codes = codes[keep]
+        else:
+            X = X[keep]
+    return Battles(models=models, i=i.astype(np.intp), j=j.astype(np.intp), wins=wins, ties=ties, m=m, contexts=X,
+                   context_of_row=None if codes is None else codes.astype(np.intp), context_names=names,
+                   judges=judges, judge_labels=judge_labels, form=form, source=name, notes=notes)
+
+
+def read_battles(sources, *, tie_rule: str = "half", judge="auto", category=None, features=None, context=None,
+                 embed=None, intercept: bool = True, dim: int = 10, embedder=None) -> Battles:
+    """Read judgments (a path, a pandas DataFrame or an Arrow table, or a list of them) into
+    :class:`~study.leaderboard.battles.Battles`.
+
+    Parameters
+    ----------
+    sources : str, Path, DataFrame, pyarrow.Table, or a list of them
+        CSV, Parquet, JSON or JSON Lines files, or frames, of LMArena battles, the project's
+        judgments or counts (:mod:`study.leaderboard.battles`); several are merged by model name.
+    tie_rule : {"half", "drop-bothbad", "drop"}
+        What a tie is (:mod:`study.leaderboard.battles`).
+    judge : "auto", str or None
+        The judge column for judge-clustered SEs (``"auto"``: ``judge`` when present).
+    category, features, context, embed, intercept, dim, embedder
+        The contexts (:mod:`study.leaderboard.contexts`).
+
+    Returns
+    -------
+    Battles
+
+    Raises
+    ------
+    study.leaderboard.LeaderboardInputError
+        (a ValueError) A file or entry a leaderboard cannot be made from, in one line naming the
+        file, row and column.
+    """
+    if tie_rule not in TIE_RULES:
+        raise ValueError(f"tie_rule must be one of {TIE_RULES}, got {tie_rule!r}")
+    many = sources if isinstance(sources, (list, tuple)) else [sources]
+    if not many:
+        raise ValueError("no judgments given")
+    options = dict(tie_rule=tie_rule, judge=judge, category=category, features=features, vector=context,
+                   embed=embed, intercept=intercept, dim=dim, embedder=embedder)
+    return merge([_one(source, **options) for source in many])
