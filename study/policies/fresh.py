@@ -145,10 +145,10 @@ def _run_in_order(jobs, first: int, fd: int) -> None:
         _send(fd, ("done", k, _outcome(jobs[k])))
 
 
-def _serve_in_order(jobs, timeout: float, protocol: tuple) -> list:
+def _serve_in_order(jobs, timeout, protocol: tuple) -> list:
     """The jobs one after the other in a forked child; a job still running ``timeout`` seconds after
-    it started has the child ended (a hard stop) and the rest continue in a new child, and so do they
-    after a job that ends its process."""
+    it started (None: no limit) has the child ended (a hard stop) and the rest continue in a new
+    child, and so do they after a job that ends its process."""
     outcomes: list = [None] * len(jobs)
     first = 0
     while first < len(jobs):
@@ -160,7 +160,7 @@ def _serve_in_order(jobs, timeout: float, protocol: tuple) -> list:
                 if message is None:
                     break
                 if message[0] == "start":
-                    current, deadline = message[1], time.monotonic() + timeout
+                    current, deadline = message[1], None if timeout is None else time.monotonic() + timeout
                 else:
                     outcomes[message[1]] = message[2]
                     current, deadline = None, None
@@ -231,9 +231,9 @@ class _Server:
     def send(self, mode: str, jobs: list, timeout: float) -> None:
         _write(self.commands, (mode, jobs, timeout))
 
-    def receive(self, n: int, timeout: float) -> list:
+    def receive(self, n: int, timeout) -> list:
         try:  # in order, each job may take the timeout; then the server's start and the forks
-            answer = _read(self.answers, time.monotonic() + n * timeout + 60.0)
+            answer = _read(self.answers, None if timeout is None else time.monotonic() + n * timeout + 60.0)
         except TimeoutError:
             answer = None
         if answer is None:
@@ -267,10 +267,10 @@ class FreshRuns:
     the asking process works meanwhile: ``run(factory, *args)`` for each ``args`` of ``jobs``.
     ``in_order=False``: each in a fresh process of its own, all at once (a run still going after
     ``timeout`` seconds is ended); ``True``: one after the other in one process, which is ended when
-    a job runs ``timeout`` seconds (the next ones go on in a new process).  ``run`` must be
-    importable by name."""
+    a job runs ``timeout`` seconds (None: no limit; the next ones go on in a new process).  ``run``
+    must be importable by name."""
 
-    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout: float, in_order: bool = False):
+    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout, in_order: bool = False):
         data, loader = factory_bytes
         self.jobs = [(list(sys.path), data, loader, run, tuple(args)) for args in jobs]
         self.mode = "in_order" if in_order else "each"

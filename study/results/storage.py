@@ -169,14 +169,15 @@ def _raise_for(report: dict, out, study):
 
 def committed(out, study) -> dict:
     """Verified committed parts: ``{"trajectory": [paths], "intervals": [...], "failures": [...],
-    "costs": [...], "keys": set, "failed_keys": [keys in record order], "by_part": {trajectory path: keys}}``.
+    "costs": [...], "keys": set, "failed_keys": [keys in record order], "by_part": {trajectory path: keys},
+    "run_of": {trajectory path: the run id its commit record names}}``.
 
     Raises :class:`DamagedPart` or :class:`DuplicateKeys` (naming the files)."""
     report = verify(out, study)
     _raise_for(report, out, study)
     dirs = dataset_dirs(out, study)
     result = {"trajectory": [], "intervals": [], "failures": [], "costs": [], "keys": set(), "failed_keys": [],
-              "by_part": {}}
+              "by_part": {}, "run_of": {}}
     for rpath, record in read_commits(out, study):
         for what in record["files"]:
             result[what].append(dirs[what] / records.expected_name(rpath))
@@ -184,7 +185,9 @@ def committed(out, study) -> dict:
         result["keys"].update(keys)
         result["failed_keys"].extend(tuple(k) for k in record.get("failed_keys", []))
         if "trajectory" in record["files"]:
-            result["by_part"][dirs["trajectory"] / records.expected_name(rpath)] = keys
+            part = dirs["trajectory"] / records.expected_name(rpath)
+            result["by_part"][part] = keys
+            result["run_of"][part] = record.get("run_id")
     return result
 
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..policies import ALL_METHODS, resolve_policy
+from ..policies.hooks import needs_of
 from ..results import storage
 from ..results.storage import dataset_dirs
 from . import manifest as manifests
@@ -197,6 +199,10 @@ class _StudyRun:
         if record is None:
             record = any(c.resolve().ci_every > 0 for c in plan.cells)
         replicate = options.replicate if options.replicate is not None else plan.replicate
+        self.user = user_policies(plan)
+        self.user_record = {"policies": {m: {"needs": n} for m, n in self.user["needs"].items()},
+                            "isolated": "each user policy's cells in processes of their own",
+                            "replicate_hook": _hook_name(options.replicate), "tainted_cells": []}
         if plan.factories:  # registered policies exist only in this process: ship them with the tasks
             replicate = WithFactories(dict(plan.factories), replicate)
         if replicate is None and any(c.base is not None for c in plan.cells):
@@ -247,6 +253,7 @@ class _StudyRun:
             storage.make_dir(d)
         manifest, run = manifests.open_run(plan, existing, plan.fingerprint(), self.run_id,
                                            self.options.record_intervals, self.stored_before)
+        run["user_code"] = self.user_record
         self.stored_numerics = manifests.stored_numerics(existing)
         storage.write_manifest(manifest, self.out, plan.study)
         start, finished, stopped = time.perf_counter(), False, False
@@ -311,6 +318,30 @@ def _cell_key(cell) -> tuple:
     return tuple(c.label for c in as_cells(cell))
 
 
+def user_policies(plan) -> dict:
+    """``{"needs": {method: [declared needs]}, "modules": [top-level module names]}`` of the plan's
+    user policies (what the workers watch and check for: :mod:`study.runner.worker`)."""
+    needs, modules = {}, set()
+    for method in dict.fromkeys(c.method for c in plan.cells):
+        if method in ALL_METHODS:
+            continue
+        factory = resolve_policy(method)
+        needs[method] = sorted(needs_of(factory))
+        module = method.partition(":")[0] if ":" in method else getattr(getattr(factory, "func", factory),
+                                                                        "__module__", None)
+        if module and module not in ("__main__", "builtins"):
+            modules.add(module.partition(".")[0])
+    return {"needs": needs, "modules": sorted(modules - {"study"})}
+
+
+def _hook_name(replicate):
+    """How a run's replicate function is recorded: None for the default (or a replay's built-in hook)."""
+    if replicate is None:
+        return None
+    target = getattr(replicate, "func", replicate)
+    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__name__)}"
+
+
 class _TaskLoop:
     """Submit tasks lazily with a bounded number in flight, gather them as they finish, commit
     finished work within ``flush_seconds``; on a signal or ``stop_after_batches``, cancel what is
@@ -372,7 +403,7 @@ class _TaskLoop:
                 self._record(cell, reps_seeds, not_run_batch(r.plan.study, cell, reps_seeds, crashes, r.run_id))
                 continue
             ref = self.remote.remote(r.plan.study, cell, reps_seeds, self.replicate_ref,
-                                     r.options.record_intervals, r.run_id)
+                                     r.options.record_intervals, r.run_id, r.user)
             self.in_flight[ref] = (cell, reps_seeds)
             if alone:
                 self.alone[ref] = _cell_key(cell)
@@ -413,6 +444,7 @@ class _TaskLoop:
         n = len(reps_seeds) * len(as_cells(cell))
         self.writer.add(result, n - len(result["failures"]))
         self._note_numerics(result)
+        self._note_user_code(cell, result)
         self.nodes.add(result.get("node"))
         self.task_cpu += result.get("cpu_seconds", 0.0)
         if "seconds" in result:
@@ -440,6 +472,17 @@ class _TaskLoop:
             r.log(f"[{r.plan.study}] warning: the driver runs the pinned numerics but a worker (node "
                   f"{result.get('node')}) computes with {describe(info)}: its replications are not bit-identical "
                   "to pinned ones (is its Ray runtime environment's env_vars overridden?)")
+
+    def _note_user_code(self, cell, result) -> None:
+        """A built-in cell computed in a worker process that has imported a user policy's module (which
+        isolation should make impossible) is recorded as tainted: never reused as identical."""
+        modules, r = result.get("user_modules"), self.run_
+        tainted = r.user_record["tainted_cells"]
+        for c in as_cells(cell):
+            if modules and c.method in ALL_METHODS and [c.setting, c.method, c.M] not in tainted:
+                tainted.append([c.setting, c.method, c.M])
+                r.log(f"[{r.plan.study}] warning: {c.label} was computed in a worker process that had imported user "
+                      f"code ({', '.join(modules)}); its replications are stored but never reused as identical cells")
 
     def _cancel_in_flight(self) -> None:
         """Cancel every task still running (their replications stay missing, computed next run)."""
