@@ -47,6 +47,8 @@ from .config import Config, bounded_array
 from .state import LoopState, compare_with_stored, one_blas_thread
 from .tickets import Ticket, count, outcome_fields
 from .store import FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
+
+MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
 from .verify import Ledger, Opened, open_store, read_checkpoint, read_estimate, recheck_schema
 
 
@@ -89,7 +91,7 @@ class Ranker:
         Open an existing store for reading only (no policy is resolved, nothing is refitted or
         written; ask, tell and expire are refused).
     timeout : float
-        Seconds to wait for another process's transaction.
+        Seconds to wait for another process's transaction (finite, 0 to a week).
 
     Raises
     ------
@@ -120,7 +122,10 @@ class Ranker:
         given = dict(n_items=n_items, dim=dim, policy=policy, T=T, T0=T0, M=M, alpha=alpha, gamma=gamma,
                      c_lambda=c_lambda, tie_break=tie_break, seed=seed, edges=edges, items=items, theta0=theta0)
         self.path = Path(path)
+        if not isinstance(readonly, (bool, np.bool_)):
+            raise ValueError(f"readonly must be True or False, got {readonly!r}")
         self.readonly = bool(readonly)
+        timeout = check.real("timeout", timeout, low=0.0, high=MAX_TIMEOUT)
         self._state = None
         self._factory = None
         self._seen = None  # PRAGMA data_version at the last look: unchanged, no other process committed since

@@ -68,7 +68,7 @@ def count(name: str, value, *, low: int) -> int:
     if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
         value = int(value)
     try:
-        return check.integer(name, value, low=low)
+        return check.integer(name, value, low=low, high=check.MAX_INTEGER)
     except ValueError:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}") from None
+        raise ValueError(f"{name} must be an integer in [{low}, 2**63 - 1], got {check._shown(value)}") from None
 
