@@ -145,13 +145,17 @@ def _run_in_order(jobs, first: int, fd: int) -> None:
         _send(fd, ("done", k, _outcome(jobs[k])))
 
 
-def _serve_in_order(jobs, timeout, protocol: tuple) -> list:
+def _serve_in_order(jobs, timeout, protocol: tuple, max_crashes=None) -> list:
     """The jobs one after the other in a forked child; a job still running ``timeout`` seconds after
     it started (None: no limit) has the child ended (a hard stop) and the rest continue in a new
-    child, and so do they after a job that ends its process."""
+    child, and so do they after a job that ends its process -- until ``max_crashes`` jobs have ended
+    theirs: the rest are then ("not_run", ...)."""
     outcomes: list = [None] * len(jobs)
     first = 0
     while first < len(jobs):
+        if max_crashes is not None and sum(o is not None and o[0] == "crashed" for o in outcomes) >= max_crashes:
+            outcomes[first:] = [("not_run", f"{max_crashes} jobs ended their process")] * (len(jobs) - first)
+            break
         pid, read_fd = _fork(lambda fd, start=first: _run_in_order(jobs, start, fd), protocol)
         current, deadline = None, None
         try:
@@ -204,7 +208,7 @@ def serve() -> None:
         message = _read(commands)
         if message is None:
             return
-        mode, jobs, timeout = message
+        mode, jobs, timeout, max_crashes = message
         for loader in {job[2] for job in jobs}:
             try:
                 __import__(loader)  # the factory's loader: imported once here, inherited by every child
@@ -215,7 +219,7 @@ def serve() -> None:
         elif mode == "each":
             _write(answers, _serve_each(jobs, timeout, (commands, answers)))
         else:
-            _write(answers, _serve_in_order(jobs, timeout, (commands, answers)))
+            _write(answers, _serve_in_order(jobs, timeout, (commands, answers), max_crashes))
 
 
 # --- the asking side ----------------------------------------------------------------------------
@@ -228,8 +232,8 @@ class _Server:
                                         close_fds=True)
         self.commands, self.answers = self.process.stdin.fileno(), self.process.stdout.fileno()
 
-    def send(self, mode: str, jobs: list, timeout: float) -> None:
-        _write(self.commands, (mode, jobs, timeout))
+    def send(self, mode: str, jobs: list, timeout, max_crashes=None) -> None:
+        _write(self.commands, (mode, jobs, timeout, max_crashes))
 
     def receive(self, n: int, timeout) -> list:
         try:  # in order, each job may take the timeout; then the server's start and the forks
@@ -270,11 +274,11 @@ class FreshRuns:
     a job runs ``timeout`` seconds (None: no limit; the next ones go on in a new process).  ``run``
     must be importable by name."""
 
-    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout, in_order: bool = False):
+    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout, in_order: bool = False, max_crashes=None):
         data, loader = factory_bytes
         self.jobs = [(list(sys.path), data, loader, run, tuple(args)) for args in jobs]
         self.mode = "in_order" if in_order else "each"
-        self.timeout, self.server, self.result = timeout, None, None
+        self.timeout, self.server, self.result, self.max_crashes = timeout, None, None, max_crashes
         _LOCK.acquire()  # one asker at a time: released by outcomes()
         try:
             if hasattr(os, "fork"):
@@ -282,7 +286,7 @@ class FreshRuns:
                     _close_server()
                     _SERVER.append(_Server())
                 self.server = _SERVER[0]
-                self.server.send(self.mode, self.jobs, timeout)
+                self.server.send(self.mode, self.jobs, timeout, max_crashes)
         except BaseException:
             _close_server(kill=True)
             _LOCK.release()
@@ -290,8 +294,9 @@ class FreshRuns:
 
     def outcomes(self) -> list:
         """[(status, value)] in the order of the jobs: ("ok", what ``run`` returned), ("error",
-        the exception it raised), ("timeout", message: the process was ended) or ("crashed",
-        message: the process ended without a result)."""
+        the exception it raised), ("timeout", message: the process was ended), ("crashed",
+        message: the process ended without a result) or ("not_run", message: ``max_crashes`` jobs
+        had ended their process)."""
         if self.result is not None:
             return self.result
         try:
@@ -301,7 +306,7 @@ class FreshRuns:
                 result = []
                 for job in self.jobs:
                     server = _Server()
-                    server.send(self.mode, [job], self.timeout)
+                    server.send(self.mode, [job], self.timeout, self.max_crashes)
                     result += server.receive(1, self.timeout)
                     server.close()
         except BaseException:  # (Ctrl-C) an answer left unread: the next request gets a new server

@@ -33,10 +33,9 @@ from .numerics import describe, numerics
 from .progress import Interrupts, Progress
 from .rayconn import connect
 from .reuse import copy_reused, count_reusable, reusable
-from .worker import WithFactories, as_cells, lost_batch, not_run_batch, remote_run_batch, worker_died
+from .worker import CRASHES_PER_CELL, WithFactories, as_cells, lost_batch, not_run_batch, remote_run_batch, worker_died
 from .writer import Writer
 
-CRASHES_PER_CELL = 3  # replications of one cell that crashed their worker, alone, before the rest is not run
 FLUSH_SECONDS = 1.0  # finished replications are committed to disk at most this long after arrival
 WAIT_SECONDS = 0.5   # the driver loop wakes at least this often (signals, flushes)
 
@@ -445,6 +444,9 @@ class _TaskLoop:
         self.writer.add(result, n - len(result["failures"]))
         self._note_numerics(result)
         self._note_user_code(cell, result)
+        # a user policy's replication that ended its own process (run alone in it) counts as a crash of its cell
+        self.crashes[_cell_key(cell)] += sum(f["error"].startswith("WorkerCrashedError") and "its process ended"
+                                             in f["error"] for f in result["failures"])
         self.nodes.add(result.get("node"))
         self.task_cpu += result.get("cpu_seconds", 0.0)
         if "seconds" in result:

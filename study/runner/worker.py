@@ -38,13 +38,14 @@ import traceback
 import numpy as np
 import pyarrow as pa
 
-from ..policies import ALL_METHODS, fresh, hooks
+from ..policies import ALL_METHODS, fresh, hooks, resolve_policy
 from ..results.schema import COST_SCHEMA, INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
 from .numerics import numerics
 
 # trajectory and interval columns a result may lack (recorded as null): added after replicate hooks were written
+CRASHES_PER_CELL = 3  # replications of one cell that crashed their process, alone, before the rest is not run
 OPTIONAL_COLUMNS = ("before_phi",)
 OPTIONAL_INTERVAL_COLUMNS = ("cs_lower", "cs_upper", "cs_covered")
 _SETTING_CACHE: dict = {}
@@ -202,11 +203,13 @@ def time_limit(seconds, what: str):
                                  "its result is not stored)")
 
 
-def crash_message(exc, cell, rep, seed) -> str:
+def crash_message(exc, cell, rep, seed, cause=None) -> str:
     """The failure of a replication whose worker process died: what happened, which replication,
-    and how to reproduce it outside Ray."""
-    name = type(exc).__name__
-    if "OutOfMemory" in name:
+    and how to reproduce it outside Ray.  ``exc``: the exception, or the name of the error."""
+    name = exc if isinstance(exc, str) else type(exc).__name__
+    if cause is not None:
+        pass
+    elif "OutOfMemory" in name:
         cause = "Ray's memory monitor killed its worker: the node ran out of memory (a huge allocation?)"
     else:
         cause = "its worker process died (os._exit, a fatal signal, or the kernel's OOM killer)"
@@ -240,10 +243,19 @@ _WATCH: list = []  # in a process that runs a user policy: its watch (installed 
 def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, limit, label, policy=None) -> tuple:
     """:func:`_replicate` in a process of its own (run by :mod:`study.policies.fresh`); ``policy``
     (method, needs) of a user policy: the audit hook watches it for the rest of the process, and a
-    refused call fails the replication even where the policy caught the refusal."""
+    refused call fails the replication even where the policy caught the refusal.  Needs None (a
+    batch run without the driver): the factory's own ``policy_needs``, the policy resolved (its
+    module imported) before the hook is installed."""
     if policy is not None and not _WATCH:
-        _WATCH.append(hooks.Watch(policy[0], hooks.policy_roots(policy[0].partition(":")[0] if ":" in policy[0]
-                                                                 else None), policy[1]))
+        method, needs = policy
+        if needs is None:
+            try:
+                needs = hooks.needs_of(replicate.factory(method) if isinstance(replicate, WithFactories)
+                                       and method in replicate.factories else resolve_policy(method))
+            except Exception:  # noqa: BLE001 -- the replication names the error when it resolves the policy
+                needs = ()
+        _WATCH.append(hooks.Watch(method, hooks.policy_roots(method.partition(":")[0] if ":" in method else None),
+                                  needs))
         hooks.install_for_process(_WATCH[0])
     outcome = _replicate(study, cells, _setting_of(cells[0]), rep, seed, replicate, record_intervals, limit, label)
     if _WATCH and _WATCH[0].refusals and outcome[0] == "ok":
@@ -253,16 +265,18 @@ def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, l
     return outcome
 
 
-def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labels, policy=None) -> list:
+def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labels, policy=None,
+              max_crashes=None) -> list:
     """:func:`_replicate` of each (rep, seed), one after the other in a process of their own, which
     is ended :func:`grace` seconds after a replication's ``limit`` (None: no limit; the next ones go
-    on in a new one); ``policy``: see :func:`replicate_in_process`."""
+    on in a new one, and after ``max_crashes`` replications that ended their process the rest are
+    not run); ``policy``: see :func:`replicate_in_process`."""
     jobs = [(study, cells, rep, seed, record_intervals, limit, label, policy)
             for (rep, seed), label in zip(reps_seeds, labels)]
     runs = fresh.FreshRuns(fresh.dumps(replicate), replicate_in_process, jobs,
-                           None if limit is None else limit + grace(limit), in_order=True)
+                           None if limit is None else limit + grace(limit), in_order=True, max_crashes=max_crashes)
     outcomes = []
-    for label, (status, value) in zip(labels, runs.outcomes()):
+    for (rep, seed), label, (status, value) in zip(reps_seeds, labels, runs.outcomes()):
         if status == "ok":
             outcomes.append(value)
         elif status == "timeout":
@@ -271,8 +285,13 @@ def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labe
                                        f"{grace(limit):g} s later", ""))
         elif status == "error":  # the process's own machinery failed (the factory would not unpickle, ...)
             outcomes.append(("failed", f"{value} (in the process of its own that runs {label})", ""))
+        elif status == "not_run":
+            outcomes.append(("failed", f"NotRun: policy {'/'.join(c.method for c in cells)!r} crashed its process in "
+                                       f"{max_crashes} replications of setting {cells[0].setting} (M={cells[0].M}) "
+                                       "already (see their failures), so the rest of the task was not run; fix the "
+                                       "policy and rerun the same command to compute them", ""))
         else:
-            outcomes.append(("failed", f"WorkerCrashedError: {label} ended its process ({value})", ""))
+            outcomes.append(("failed", crash_message("WorkerCrashedError", cells[0], rep, seed, cause=value), ""))
     return outcomes
 
 
@@ -302,13 +321,14 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     methods = "/".join(c.method for c in cells)
     labels = [f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}" for rep, seed in reps_seeds]
     own = [c.method for c in cells if c.method not in ALL_METHODS]
-    policy = (own[0], tuple((user or {}).get("needs", {}).get(own[0], ()))) if own else None
+    needs = (user or {}).get("needs", {}).get(own[0]) if own else None
+    policy = (own[0], None if needs is None else tuple(needs)) if own else None
     if limit is None and policy is None:
         outcomes = (_replicate(study, cells, setting, rep, seed, replicate, record_intervals, None, label)
                     for (rep, seed), label in zip(reps_seeds, labels))
     else:
         outcomes = _isolated(study, cells, reps_seeds, replicate, record_intervals,
-                             None if limit is None else limit * len(cells), labels, policy)
+                             None if limit is None else limit * len(cells), labels, policy, CRASHES_PER_CELL)
     for (rep, seed), outcome in zip(reps_seeds, outcomes):
         if outcome[0] != "ok":
             _, error, tb = outcome

@@ -27,6 +27,21 @@ def quiet(*_):
     pass
 
 
+@pytest.fixture(autouse=True)
+def unpatched():
+    """The driver (this process) imports a policy named by an import path to check and hash it: the
+    patcher patches this process's environment module then; undone after each test."""
+    import sys
+
+    import study.simulation.environment as env
+
+    expit = env.expit
+    yield
+    env.expit = expit
+    for name in [m for m in sys.modules if m.startswith("evilpol")]:
+        del sys.modules[name]
+
+
 def test_a_patching_policy_leaves_every_builtin_number_equal_to_a_clean_runs(ray_session, tmp_path):
     clean = runner.make_plan("regret", settings=["A"], methods=["RB"], reps=4, overrides=TINY)
     assert runner.run_study(clean, tmp_path / "clean", batch_size=1, progress=False, log=quiet).ok
