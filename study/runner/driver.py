@@ -38,6 +38,7 @@ from .writer import Writer
 
 FLUSH_SECONDS = 1.0  # finished replications are committed to disk at most this long after arrival
 WAIT_SECONDS = 0.5   # the driver loop wakes at least this often (signals, flushes)
+NODE_LOSSES_PER_BATCH = 3  # a batch whose node is lost is run again, up to this many times
 
 
 @dataclass(frozen=True)
@@ -317,6 +318,15 @@ def _cell_key(cell) -> tuple:
     return tuple(c.label for c in as_cells(cell))
 
 
+def _batch_key(cell, reps_seeds) -> tuple:
+    return _cell_key(cell) + tuple(rep for rep, _ in reps_seeds)
+
+
+def node_lost(exc) -> bool:
+    """Did a task fail because its node went (a raylet killed, a machine lost), not its policy?"""
+    return any(k in type(exc).__name__ for k in ("NodeDied", "LocalRayletDied"))
+
+
 def user_policies(plan) -> dict:
     """``{"needs": {method: [declared needs]}, "modules": [top-level module names]}`` of the plan's
     user policies (what the workers watch and check for: :mod:`study.runner.worker`)."""
@@ -359,6 +369,8 @@ class _TaskLoop:
         self.isolate = collections.deque()  # single replications of a task whose worker died
         self.crashes = collections.Counter()  # cell -> replications that crashed their worker, alone
         self.alone = {}  # ref of an isolated replication in flight -> its cell
+        self.requeue = collections.deque()  # batches whose node was lost: run again as they were
+        self.node_losses = collections.Counter()  # batch -> times its node was lost
 
     def run(self, work) -> bool:
         """Drive ``work`` (the lazy batches) to the end; returns whether it stopped early."""
@@ -412,6 +424,8 @@ class _TaskLoop:
         """(the next (cell, reps_seeds) to run, whether it is a replication run alone): an isolated
         replication first, one per cell at a time (so that a cell that keeps crashing stops after
         ``CRASHES_PER_CELL``), else the next batch of ``work``."""
+        if self.requeue:
+            return self.requeue.popleft(), False
         busy = set(self.alone.values())
         for k, item in enumerate(self.isolate):
             if _cell_key(item[0]) not in busy:
@@ -427,6 +441,13 @@ class _TaskLoop:
         try:
             result = self.ray.get(ref)
         except Exception as exc:  # noqa: BLE001 -- the worker died, etc.
+            lost = self.node_losses[_batch_key(cell, reps_seeds)]
+            if node_lost(exc) and lost < NODE_LOSSES_PER_BATCH:  # the node went, not the policy: run it again
+                self.node_losses[_batch_key(cell, reps_seeds)] += 1
+                self.requeue.append((cell, reps_seeds))
+                r.log(f"[{r.plan.study}] a node was lost running {len(reps_seeds)} replications of "
+                      f"{'/'.join(c.label for c in as_cells(cell))} ({type(exc).__name__}); running them again")
+                return
             if worker_died(exc) and len(reps_seeds) > 1:  # find the replication that crashed: each alone, once
                 self.isolate.extend((cell, [rs]) for rs in reps_seeds)
                 r.log(f"[{r.plan.study}] a worker died running {len(reps_seeds)} replications of "

@@ -102,3 +102,42 @@ def test_cluster_recipe_with_token_authentication(tmp_path):
     a, b = (tables[k][columns].reset_index(drop=True) for k in ("address", "job"))
     assert a[columns[:6]].equals(b[columns[:6]])
     assert np.array_equal(a["avg_regret"].to_numpy(), b["avg_regret"].to_numpy())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the recipe is checked on Linux")
+def test_two_nodes_on_one_machine_as_written(tmp_path):
+    """Issue 35: the one-machine recipe could not start a second node as written (Ray refuses a
+    second node while RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0); the page's two-node recipe starts two
+    nodes, runs a study on both and stops them by their PIDs."""
+    ray_cli = Path(sys.executable).with_name("ray")
+    if not ray_cli.exists() and shutil.which("ray") is None:
+        pytest.skip("the ray command line is not installed")
+    start, job, stop = (b.code for b in blocks(PAGE) if b.directive == "cluster-two-nodes")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(home), PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
+    script = tmp_path / "two-nodes.sh"
+    script.write_text("set -u\n" + start + "echo NODES-STARTED\n" + job + "echo JOB-EXIT=$?\n"
+                      + "echo RAY-TMPDIR=$RAY_TMPDIR\n" + stop + "echo NODES-STOPPED\n")
+    proc = subprocess.Popen(["bash", str(script)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=480)
+        deadline = time.monotonic() + 60
+        while _session_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        leftover = _session_alive(proc.pid)
+    finally:
+        if proc.poll() is None or _session_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)  # our session only
+            proc.wait(timeout=30)
+    tmpdir = re.search(r"^RAY-TMPDIR=(.*)$", output, flags=re.M)
+    if tmpdir and tmpdir.group(1).startswith("/tmp/ray-"):
+        shutil.rmtree(tmpdir.group(1), ignore_errors=True)
+    tail = output[-6000:]
+    assert proc.returncode == 0 and "NODES-STARTED" in output and "NODES-STOPPED" in output, tail
+    assert "JOB-EXIT=0" in output, tail
+    assert not leftover, "processes of the two nodes are still running after their kill"
+    run = json.loads((home / "study-runs" / "two-nodes" / "regret" / "_manifest.json").read_text())["runs"][-1]
+    assert run["failed"] == 0 and run["computed"] == 16 and len(run["nodes_used"]) == 2, run
