@@ -226,13 +226,16 @@ class Watch:
         raise PolicyRefused(message)
 
 
-_getframe = sys._getframe
+_getframe = sys._getframe  # bound before any policy could replace sys._getframe
 _local = threading.local()
 
 
 def _caller():
-    """The frame that raised the audit event (outside this module)."""
-    frame = _getframe(2)
+    """The frame that raised the audit event (outside this module); None from C code alone."""
+    try:
+        frame = _getframe(2)
+    except ValueError:  # no Python frame above the hook
+        return None
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
     return frame

@@ -201,7 +201,6 @@ class _StudyRun:
         replicate = options.replicate if options.replicate is not None else plan.replicate
         self.user = user_policies(plan)
         self.user_record = {"policies": {m: {"needs": n} for m, n in self.user["needs"].items()},
-                            "isolated": "each user policy's cells in processes of their own",
                             "replicate_hook": _hook_name(options.replicate), "tainted_cells": []}
         if plan.factories:  # registered policies exist only in this process: ship them with the tasks
             replicate = WithFactories(dict(plan.factories), replicate)

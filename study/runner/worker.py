@@ -44,8 +44,8 @@ from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
 from .numerics import numerics
 
-# trajectory and interval columns a result may lack (recorded as null): added after replicate hooks were written
 CRASHES_PER_CELL = 3  # replications of one cell that crashed their process, alone, before the rest is not run
+# trajectory and interval columns a result may lack (recorded as null): added after replicate hooks were written
 OPTIONAL_COLUMNS = ("before_phi",)
 OPTIONAL_INTERVAL_COLUMNS = ("cs_lower", "cs_upper", "cs_covered")
 _SETTING_CACHE: dict = {}
@@ -207,11 +207,9 @@ def crash_message(exc, cell, rep, seed, cause=None) -> str:
     """The failure of a replication whose worker process died: what happened, which replication,
     and how to reproduce it outside Ray.  ``exc``: the exception, or the name of the error."""
     name = exc if isinstance(exc, str) else type(exc).__name__
-    if cause is not None:
-        pass
-    elif "OutOfMemory" in name:
+    if cause is None and "OutOfMemory" in name:
         cause = "Ray's memory monitor killed its worker: the node ran out of memory (a huge allocation?)"
-    else:
+    elif cause is None:
         cause = "its worker process died (os._exit, a fatal signal, or the kernel's OOM killer)"
     overrides = ", ".join(f"{k}={v!r}" for k, v in cell.overrides if k != "M")
     return (f"{name}: policy {cell.method!r} crashed the worker running replication rep={rep} (seed {seed}) of "
@@ -257,11 +255,11 @@ def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, l
         _WATCH.append(hooks.Watch(method, hooks.policy_roots(method.partition(":")[0] if ":" in method else None),
                                   needs))
         hooks.install_for_process(_WATCH[0])
+    refused = len(_WATCH[0].refusals) if _WATCH else 0
     outcome = _replicate(study, cells, _setting_of(cells[0]), rep, seed, replicate, record_intervals, limit, label)
-    if _WATCH and _WATCH[0].refusals and outcome[0] == "ok":
-        refusals = _WATCH[0].refusals
-        return ("failed", f"PolicyRefused: {refusals[0]} (the policy caught the refusal and went on; its result is "
-                          "not stored)", "")
+    if _WATCH and len(_WATCH[0].refusals) > refused and outcome[0] == "ok":
+        return ("failed", f"PolicyRefused: {_WATCH[0].refusals[refused]} (the policy caught the refusal and went on; "
+                          "its result is not stored)", "")
     return outcome
 
 

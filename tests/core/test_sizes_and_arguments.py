@@ -61,9 +61,27 @@ def test_the_fit_cost_includes_the_items():
     for n in (10 ** 4, 10 ** 5, 10 ** 6):
         memory, seconds = fit_cost(n, 2, 200)
         assert memory > base[0] and seconds > base[1]
-    # measured on 200 rows, d = 2: about 0.6 kB and (n d)^2-growing CPU per item
-    memory, seconds = fit_cost(200_000, 2, 200)
-    assert 100 * 2 ** 20 < memory < 2 ** 30 and 1.0 < seconds < 60
+    # measured on 200 rows, d = 2 (CPU seconds, peak MB): within a factor of 2 of the model
+    for n, cpu, peak in ((300_000, 15.2, 514), (500_000, 104.0, 736)):
+        memory, seconds = fit_cost(n, 2, 200)
+        assert cpu / 2 < seconds < 2 * cpu and peak / 2 < memory / 2 ** 20 < 2 * peak, (n, seconds, memory)
+
+
+def test_a_fit_of_a_million_items_on_200_rows_warns_with_the_estimate_before_any_work():
+    """Issue 35: it ran past 240 s at 1.3 GB with no estimate (the size model ignored n).  Its
+    estimate, about 28 CPU-minutes and 1.2 GiB, is within the limits, so it warns first (the
+    warning is made an error here, so that nothing runs)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        tracemalloc.start()
+        with pytest.raises(RuntimeWarning, match=r"fit_btl with 200 rows, n_items=1,000,000, d=2 will take about "
+                                                 r"2\d CPU-minutes and 1.2\d GiB"):
+            study.fit_btl(I, J, X, WINS, 5, n_items=10 ** 6)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 20 * 2 ** 20
 
 
 def test_a_bootstrap_out_of_reach_is_refused_with_the_estimate():
