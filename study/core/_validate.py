@@ -60,7 +60,9 @@ def finite_array(name: str, value, *, ndim: int | None = None, shape=None, dtype
             raise ValueError(f"{name} must be real; it holds complex numbers (their imaginary parts would be "
                              "dropped silently)")
         array = raw.astype(dtype, copy=False)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except OverflowError:  # a Python integer beyond the floats
+        raise ValueError(f"{name} holds a number too large for a float") from None
+    except (TypeError, ValueError) as exc:
         if "must be real" in str(exc):
             raise
         raise ValueError(f"{name} must be numeric: {exc}") from None

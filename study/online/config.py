@@ -226,10 +226,7 @@ def normal_theta0(theta0, n: int, d: int) -> tuple:
 def bounded_array(name: str, value, bound: float, **shape) -> np.ndarray:
     """A finite float array with entries within +-``bound`` (ValueError naming ``name``; a Python
     integer too large for a float is refused too, not an OverflowError)."""
-    try:
-        array = check.finite_array(name, value, **shape)
-    except OverflowError:
-        raise ValueError(f"{name} holds a number too large for a float; entries must lie within +-{bound:g}") from None
+    array = check.finite_array(name, value, **shape)
     largest = float(np.abs(array).max(initial=0.0))
     if largest > bound:
         raise ValueError(f"{name} has entries as large as {largest:.3g}; they must lie within +-{bound:g} "

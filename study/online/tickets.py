@@ -70,5 +70,7 @@ def count(name: str, value, *, low: int) -> int:
     try:
         return check.integer(name, value, low=low, high=check.MAX_INTEGER)
     except ValueError:
-        raise ValueError(f"{name} must be an integer in [{low}, 2**63 - 1], got {check._shown(value)}") from None
+        too_large = isinstance(value, int) and value > check.MAX_INTEGER
+        raise ValueError(f"{name} must be an integer >= {low}" + (" and at most 2**63 - 1" if too_large else "")
+                         + f", got {check._shown(value)}") from None
 

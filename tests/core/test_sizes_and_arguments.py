@@ -137,10 +137,10 @@ def test_the_ranker_refuses_loose_arguments(tmp_path):
     assert not path.exists()
     with Ranker(path, n_items=3, dim=2, T=10, seed=1) as ranker:
         ticket = ranker.ask([1.0, 0.5])
-        for bad in (10 ** 30, -1, 2 ** 63):
-            with pytest.raises(ValueError, match=r"ticket must be an integer in \[1, 2\*\*63 - 1\]"):
+        for bad in (10 ** 30, 2 ** 63):
+            with pytest.raises(ValueError, match=r"ticket must be an integer >= 1 and at most 2\*\*63 - 1"):
                 ranker.tell(bad, 0)
-        with pytest.raises(ValueError, match=r"wins must be an integer in \[0, 2\*\*63 - 1\]"):
+        with pytest.raises(ValueError, match=r"wins must be an integer >= 0 and at most 2\*\*63 - 1"):
             ranker.tell(ticket, 10 ** 30)
         with pytest.raises(ValueError, match="x must be real"):
             ranker.ask([1.0 + 2j, 0.5])
