@@ -155,10 +155,7 @@ def verify(out, study) -> dict:
             damaged.append((rpath, problem, rpath, 0))
             continue
         n = len(record.get("keys", []))
-        if runs is None or record.get("run_id") not in runs:
-            damaged.append((rpath, _unknown_run(record.get("run_id"), runs), rpath, n))
-            continue
-        n_commits += 1
+        found = len(damaged)
         for what, info in record["files"].items():
             problem = records.name_problem(rpath, what, info)
             if problem:
@@ -169,6 +166,11 @@ def verify(out, study) -> dict:
             reason = records.check_part(path, info, what, study, record)
             if reason:
                 damaged.append((path, reason, rpath, n))
+        if runs is None or record.get("run_id") not in runs:  # after the files: a crafted name is named first
+            if len(damaged) == found:
+                damaged.append((rpath, _unknown_run(record.get("run_id"), runs), rpath, n))
+            continue
+        n_commits += 1
         part = dirs["trajectory"] / records.expected_name(rpath)
         for key in record.get("keys", []):
             key = tuple(key)
