@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
 
 def test_a_node_killed_mid_study_loses_nothing(tmp_path):
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0",
+    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # its own session files (short: Unix socket paths)
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", RAY_TMPDIR=ray_tmp,
                PYTHONPATH=os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH", "")])))
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen([sys.executable, str(SUPPORT / "cluster_child.py"), str(tmp_path / "out")], cwd=tmp_path,
@@ -29,6 +32,7 @@ def test_a_node_killed_mid_study_loses_nothing(tmp_path):
         except ProcessLookupError:
             pass
         proc.wait(timeout=30)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     assert proc.returncode == 0 and lines, stderr[-4000:]
     seen = json.loads(lines[-1])

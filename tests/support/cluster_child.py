@@ -14,9 +14,15 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from study import load, runner  # noqa: E402
 from study.results import storage  # noqa: E402
+
+
+def _warm() -> int:
+    import study.runner.worker  # noqa: F401 -- what a study task imports
+    return 1
 
 
 def main(out: str) -> None:
@@ -24,6 +30,9 @@ def main(out: str) -> None:
     try:
         node = cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        warm = ray.remote(num_cpus=1)(_warm)  # the second node's worker up, its imports done
+        ray.get(warm.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)).remote())
         plan = runner.make_plan("regret", settings=["A"], methods=["RB", "ETA"], reps=24, overrides={"T": 60, "T0": 24})
         logs, result = [], {}
         options = dict(address=cluster.address, progress=False, handle_signals=False, batch_size=1)
