@@ -50,11 +50,24 @@ def real(name: str, value, *, low=None, high=None, low_open=False, high_open=Fal
     return value
 
 
+MAX_INTEGER = 2 ** 63 - 1  # what SQLite and int64 arrays hold
+
+
 def finite_array(name: str, value, *, ndim: int | None = None, shape=None, dtype=float) -> np.ndarray:
     try:
-        array = np.asarray(value, dtype=dtype)
+        raw = np.asarray(value)
+        if raw.dtype.kind == "c":
+            raise ValueError(f"{name} must be real; it holds complex numbers (their imaginary parts would be "
+                             "dropped silently)")
+        array = raw.astype(dtype, copy=False)
+    except OverflowError:  # a Python integer beyond the floats
+        raise ValueError(f"{name} holds a number too large for a float") from None
     except (TypeError, ValueError) as exc:
+        if "must be real" in str(exc):
+            raise
         raise ValueError(f"{name} must be numeric: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{name} must be numeric: nested too deeply") from None
     if ndim is not None and array.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {array.shape}")
     if shape is not None:
@@ -67,11 +80,19 @@ def finite_array(name: str, value, *, ndim: int | None = None, shape=None, dtype
     return array
 
 
+def tolerance(name: str, value, *, high: float = 1.0) -> float:
+    """A positive, finite tolerance (a threshold of a stopping rule or of a rank test)."""
+    return real(name, value, low=0.0, high=high, low_open=True)
+
+
 def comparisons(i, j, X, wins, m, n_items):
     """Validate a batch of comparison rows; returns (i, j, X, wins, m) as arrays with m per row."""
-    n_items = integer("n_items", n_items, low=2)
-    i = np.asarray(i)
-    j = np.asarray(j)
+    n_items = integer("n_items", n_items, low=2, high=MAX_INTEGER)
+    try:
+        i = np.asarray(i)
+        j = np.asarray(j)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"i and j must be 1-d arrays of item indices ({type(exc).__name__})") from None
     if i.ndim != 1 or j.ndim != 1 or i.shape != j.shape:
         raise ValueError(f"i and j must be 1-d arrays of equal length, got shapes {i.shape} and {j.shape}")
     if i.size == 0:

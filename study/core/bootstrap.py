@@ -28,11 +28,13 @@ from scipy.sparse.csgraph import connected_components
 from scipy.stats import norm
 
 from . import _validate as check
+from .guards import check_fit_size
 from .likelihood import ComparisonData
 from .mle import fit_btl, identified
 from .outcomes import counted, score
 
 UNITS = ("comparison", "row")
+MAX_REPS = 100_000  # resamples; beyond, the Monte Carlo error of a quantile is far below the sampling error
 
 
 @dataclass
@@ -104,7 +106,8 @@ def bootstrap(i, j, X, wins, m, n_items, *, ties=None, reps: int = 200, seed: in
         The comparisons, as in :func:`study.fit_btl` (``wins[k]`` of ``m`` won outright by
         ``j[k]``, ``ties[k]`` tied: :mod:`study.core.outcomes`).
     reps : int
-        Number of resamples B.
+        Number of resamples B (2 to 100,000; refused, with the estimate, when they would clearly take
+        more than a day of CPU or more than the memory limit).
     seed : int
         Seed of the resampling (``numpy.random.SeedSequence(seed)``).
     unit : {"comparison", "row"}
@@ -134,7 +137,9 @@ def bootstrap(i, j, X, wins, m, n_items, *, ties=None, reps: int = 200, seed: in
     """
     i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
     n = int(n_items)
-    reps = check.integer("reps", reps, low=2)
+    reps = check.integer("reps", reps, low=2, high=MAX_REPS)
+    check_fit_size(n, X.shape[1], len(i), f"bootstrap with {reps:,} resamples", fits=reps + 1,
+                   extra_bytes=8.0 * reps * n * X.shape[1])  # every fit, and the replicates kept
     seed = check.integer("seed", seed, low=0)
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")

@@ -4,34 +4,59 @@ shape or off the sum-zero space.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .limits import FLOPS_PER_SECOND, MEMORY_LIMIT_BYTES, TIME_LIMIT_SECONDS
 
 NEWTON_FACTORISATIONS = 30  # a fit's typical number of factorisations (measured 5-60)
 SUM_ZERO_TOL = 1e-8
+# Every fit holds item vectors (n d floats each: theta, gradients, CG directions, preconditioner columns) and
+# iterates over them.  Measured on 200 rows of 50 compared items with d = 2 (one core): peak memory 288, 514,
+# 736 MB at n = 100,000, 300,000, 500,000 (about 1.1 kB per item); CPU 0.75, 3.1, 15.2, 104 s at n = 100,000,
+# 200,000, 300,000, 500,000 -- like (n d)^4 (the conjugate gradients' iterations grow with the items that no
+# row identifies): about 28 CPU-minutes at n = 1,000,000.
+ITEM_VECTORS = 80
+ITEM_SECONDS = 1.05e-22  # times (n d)^4
+WARN_SECONDS = 300.0  # a call estimated above this many CPU seconds (but within the limits) warns first
 
 
-def fit_cost(n_items: int, dim: int, rows: int, factorisations: int = NEWTON_FACTORISATIONS) -> tuple:
-    """(bytes, seconds): rough memory and single-core time of ``factorisations`` refits of ``rows``
-    comparison rows: the stored rows (x, vec(x x'), indices), the row-space or dense reduced
-    Hessian, and per refit its assembly (rows x d^2) and factorisation."""
-    p = (n_items - 1) * dim
+def fit_cost(n_items: int, dim: int, rows: int, factorisations: int = NEWTON_FACTORISATIONS,
+             fits: int = 1, dense: bool = False) -> tuple:
+    """(bytes, seconds): rough memory and single-core time of ``fits`` fits of ``rows`` comparison
+    rows, each with ``factorisations`` refits: the stored rows (x, vec(x x'), indices), the
+    row-space or dense reduced Hessian, per refit its assembly (rows x d^2) and factorisation, and
+    the item vectors of n d floats the solver holds and iterates over (n included).  ``dense``: the
+    dense p x p reduced Hessian, its factor and a copy (debias), once the rows can identify theta."""
+    n, d = float(n_items), float(dim)
+    p = (n - 1) * d
     small = min(rows, p)
-    memory = 8.0 * (rows * (dim * dim + 3 * dim + 5) + 3.0 * small * small + 2.0 * p)
-    flops = factorisations * (small ** 3 / 3.0 + rows * dim * dim + (p * p * 2.0 if rows >= p else rows * small))
-    return memory, flops / FLOPS_PER_SECOND
+    memory = 8.0 * (rows * (d * d + 3 * d + 5) + 3.0 * small * small + 2.0 * p + ITEM_VECTORS * n * d)
+    flops = factorisations * (small ** 3 / 3.0 + rows * d * d + (p * p * 2.0 if rows >= p else rows * small))
+    if dense and rows * d >= p:
+        memory += 8.0 * 3 * p * p
+        flops += p ** 3 / 3.0 + rows * d * d * 2
+    return memory, fits * (flops / FLOPS_PER_SECOND + ITEM_SECONDS * (n * d) ** 4)
 
 
-def check_fit_size(n_items: int, dim: int, rows: int, what: str, factorisations: int = NEWTON_FACTORISATIONS):
-    """ValueError naming ``what`` and the estimate when the work is clearly out of reach."""
-    memory, seconds = fit_cost(n_items, dim, rows, factorisations)
+def check_fit_size(n_items: int, dim: int, rows: int, what: str, factorisations: int = NEWTON_FACTORISATIONS,
+                   fits: int = 1, extra_bytes: float = 0.0, dense: bool = False):
+    """ValueError naming ``what`` and the estimate when the work is clearly out of reach; a
+    RuntimeWarning with the estimate when it is within reach but long (above :data:`WARN_SECONDS`)."""
+    memory, seconds = fit_cost(n_items, dim, rows, factorisations, fits, dense)
+    memory += extra_bytes
+    sizes = f"{what} with {rows:,} rows, n_items={n_items:,}, d={dim}"
+    advice = ("use fewer rows (aggregate identical comparisons into one row with m > 1), a smaller d, or fewer items "
+              "(only the items the rows compare)")
     if memory > MEMORY_LIMIT_BYTES or seconds > TIME_LIMIT_SECONDS:
         raise ValueError(
-            f"{what} with {rows:,} rows, n_items={n_items}, d={dim} is out of reach: it would need about "
-            f"{memory / 2 ** 30:.3g} GiB of memory and {seconds / 3600:.3g} CPU-hours (limits "
-            f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB, {TIME_LIMIT_SECONDS / 3600:g} h); use fewer rows (aggregate "
-            "identical comparisons into one row with m > 1), a smaller d, or fewer items")
+            f"{sizes} is out of reach: it would need about {memory / 2 ** 30:.3g} GiB of memory and "
+            f"{seconds / 3600:.3g} CPU-hours (limits {MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB, "
+            f"{TIME_LIMIT_SECONDS / 3600:g} h); {advice}")
+    if seconds > WARN_SECONDS:
+        warnings.warn(f"{sizes} will take about {seconds / 60:.3g} CPU-minutes and {memory / 2 ** 30:.3g} GiB of memory "
+                      f"(an estimate); to be quicker, {advice}", RuntimeWarning, stacklevel=3)
 
 
 def check_theta_for_debias(theta: np.ndarray, i, j, X) -> None:

@@ -343,10 +343,11 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", clusters=No
     from .batch import Rows, one_blas_thread
 
     theta = check.finite_array("theta", theta, ndim=2)
+    rcond = check.real("rcond", rcond, low=0.0, high=1.0)
     n_items, d = theta.shape
     check_theta_for_debias(theta, i, j, X)  # issue 18: theta's shape named, off sum-zero refused
     i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
-    check_fit_size(n_items, d, i.size, "debias", factorisations=1)
+    check_fit_size(n_items, d, i.size, "debias", factorisations=1, dense=True)
     if X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} columns but theta has d={d}")
     wins, ties = outcomes.counted(wins, m, ties)

@@ -36,10 +36,12 @@ DENSE_APPLICATIONS_PER_STEP = 8
 DIRECT_FACTORISATIONS_PER_STEP = 4  # small problems: measured 0.3 (stage 2) to 25 (active balls)
 
 
-def replication_cost(n_items: int, dim: int, T: int, ci_points: int = 0) -> tuple[float, float]:
+def replication_cost(n_items: int, dim: int, T: int, ci_points: int = 0,
+                     draw_graph: bool = True) -> tuple[float, float]:
     """(bytes, seconds): rough peak memory and single-core time of one replication; ``ci_points``
     debiased fits (the CI grid) each assemble and factorise the dense reduced Hessian once the data
-    can identify theta (T > p): 4 p^2 floats and p^3 / 3 + p^2 n d flops each."""
+    can identify theta (T > p): 4 p^2 floats and p^3 / 3 + p^2 n d flops each; ``draw_graph``: the
+    Erdos-Renyi draw's memory (a loop given its graph has none)."""
     from .iterative import ITERATIVE_MIN_PARAMETERS
     from .likelihood import (GEMM_GRADIENT_MAX_ITEMS, GEMM_MARGINS_MAX_ITEMS, REDUCED_DESIGN_MAX_ENTRIES,
                              ROW_SPACE_MAX_ROWS, SPARSE_DESIGN_MIN_ITEMS)
@@ -52,7 +54,7 @@ def replication_cost(n_items: int, dim: int, T: int, ci_points: int = 0) -> tupl
                + (n if large and n <= GEMM_GRADIENT_MAX_ITEMS else 0.0)
                + (3.0 * d + 0.5 if large and n >= SPARSE_DESIGN_MIN_ITEMS else 0.0))  # the sparse design's
     memory = 8.0 * (T * (d * d + 3 * d + 6 + kernels) + T * n + min(T * p, REDUCED_DESIGN_MAX_ENTRIES)
-                    + 12 * rows * rows + 3 * n * n) + 24.0 * n * n
+                    + 12 * rows * rows + 3 * n * n) + (24.0 * n * n if draw_graph else 0.0)
     if T > p:
         memory += 8.0 * 8 * p * p
     debias = ci_points * (p ** 3 / 3 + p * p * n * d) / FLOPS_PER_SECOND if T > p else 0.0
@@ -82,3 +84,38 @@ def check_replication_size(n_items: int, dim: int, T: int, ci_points: int = 0) -
             f"{memory / 2 ** 30:.3g} GiB of memory and {seconds / 3600:.3g} CPU-hours (limits "
             f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB, {TIME_LIMIT_SECONDS / 3600:g} h); reduce dim, n_items or T"
             + (" (or record CIs less often: ci_every)" if ci_points else ""))
+
+
+GRAPH_BYTES_PER_EDGE = 640.0  # measured: a ranker of 3,000 items on every pair (4.5 M edges) peaked at 2.9 GB
+GRAPH_SECONDS_PER_EDGE = 3e-5  # ... and took 147 s to open: Python loops over the edges (connectivity, the
+# neighbour lists, the estimator's edge index), about 20-33 us per edge
+
+
+def graph_cost(n_items: int, n_edges: int) -> tuple[float, float]:
+    """(bytes, seconds) of building a comparison graph held by a loop: the (E, 2) edges with the
+    copies their checks make, each item's neighbour array, the estimator's edge index and the n x n
+    adjacency of each copy of the graph (the loop's, the policy's and, online, the ledger's)."""
+    return GRAPH_BYTES_PER_EDGE * float(n_edges) + 3.0 * float(n_items) ** 2, GRAPH_SECONDS_PER_EDGE * float(n_edges)
+
+
+def ranker_cost(n_items: int, dim: int, T: int, n_edges: int | None = None) -> tuple[float, float]:
+    """(bytes, seconds) of an online ranker over its horizon: the loop's (:func:`replication_cost`),
+    its graph (every pair when ``n_edges`` is None) and the per-ask arrays (uniforms, told rows)."""
+    n = int(n_items)
+    edges = n * (n - 1) // 2 if n_edges is None else int(n_edges)
+    memory, seconds = replication_cost(n, dim, T, draw_graph=False)
+    graph_memory, graph_seconds = graph_cost(n, edges)
+    return memory + graph_memory + 8.0 * T * (dim + 10), seconds + graph_seconds
+
+
+def check_ranker_size(n_items: int, dim: int, T: int, n_edges: int | None = None) -> None:
+    """Raise ValueError, before anything is allocated, when a ranker of these sizes would clearly
+    exceed memory or a day of CPU over its horizon (with the estimate)."""
+    memory, seconds = ranker_cost(n_items, dim, T, n_edges)
+    if memory > MEMORY_LIMIT_BYTES or seconds > TIME_LIMIT_SECONDS:
+        graph = "every pair" if n_edges is None else f"{int(n_edges):,} edges"
+        raise ValueError(
+            f"a ranker of n_items={n_items:,}, dim={dim}, T={T:,} ({graph}) is out of reach: it would need about "
+            f"{memory / 2 ** 30:.3g} GiB of memory and {seconds / 3600:.3g} CPU-hours over its horizon (limits "
+            f"{MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB, {TIME_LIMIT_SECONDS / 3600:g} h); reduce n_items, dim or T, or "
+            "give a sparse comparison graph (edges)")

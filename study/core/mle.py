@@ -284,7 +284,8 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     reference : array_like, shape (n_items, d), optional
         For ``tie_break="nearest"``.
     tol : float, optional
-        The KKT residual at which the Newton iterations stop (default: relative to the data).
+        The KKT residual at which the Newton iterations stop, relative to the data: a number in
+        (0, 1] (default 1e-11, 1e-10 with a ridge).
 
     Returns
     -------
@@ -329,6 +330,8 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     ridge = check.real("ridge", ridge, low=0.0)
     if radius is not None:
         radius = check.real("radius", radius, low=0.0, low_open=True)
+    if tol is not None:
+        tol = check.tolerance("tol", tol)
     check_fit_size(n_items, X.shape[1], i.size, "fit_btl")  # issue 18: refusals before any work
     rows = aggregate(i, j, X, wins, ties, m)
     i, j, X, m = rows.i, rows.j, rows.X, rows.m

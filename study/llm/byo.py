@@ -47,6 +47,13 @@ __all__ = ["read_judgments", "replay_inputs", "load_byo", "REQUIRED_COLUMNS", "W
 
 REQUIRED_COLUMNS = ("question_id", "model_a", "model_b", "winner")
 WINNERS = ("a", "b", "tie")
+# A judgments file is read whole and checked row by row: it takes about READ_FACTOR times its size in memory
+# (measured: a 20.7 MB CSV of 200,000 judgments with 10-entry contexts raised the reader's peak memory by
+# 190 MB), so a file above MAX_JUDGMENTS_BYTES (or a Parquet file declaring more than MAX_JUDGMENT_ROWS rows
+# or more uncompressed bytes) is refused before it is parsed, with the estimate.
+MAX_JUDGMENTS_BYTES = 512 * 2 ** 20
+MAX_JUDGMENT_ROWS = 5_000_000
+READ_FACTOR = 10
 
 
 class _Where:
@@ -89,9 +96,12 @@ def _vector(value, where: str) -> np.ndarray:
     if isinstance(value, str):
         if value.strip() == "":
             raise ValueError(f"{where}: empty value")
+        if value.count("[") > 1:  # a context is a flat list (and json's parser recurses on nesting)
+            raise ValueError(f"{where}: expected a flat JSON list of numbers such as [1.0, 0.5], got a nested one "
+                             f"({value[:40]!r}...)")
         try:
             value = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise ValueError(f"{where}: expected a JSON list of numbers such as [1.0, 0.5], got {value[:40]!r}") from None
     if value is None or (isinstance(value, float) and np.isnan(value)):
         raise ValueError(f"{where}: empty value")
@@ -99,8 +109,8 @@ def _vector(value, where: str) -> np.ndarray:
         raise ValueError(f"{where}: expected a list of numbers, got {type(value).__name__}")
     try:
         vec = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: the vector has non-numeric entries") from None
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        raise ValueError(f"{where}: the vector has non-numeric or nested entries") from None
     if vec.ndim != 1 or vec.size == 0:
         raise ValueError(f"{where}: expected a non-empty flat list of numbers")
     if not np.all(np.isfinite(vec)):
@@ -108,20 +118,49 @@ def _vector(value, where: str) -> np.ndarray:
     return vec
 
 
+def check_judgments_size(path: Path) -> None:
+    """ValueError, before anything is parsed, for a judgments file too large to read whole: above
+    :data:`MAX_JUDGMENTS_BYTES` on disk, or (Parquet) declaring more than :data:`MAX_JUDGMENT_ROWS`
+    rows or more than :data:`MAX_JUDGMENTS_BYTES` uncompressed."""
+    size = path.stat().st_size
+    rows, uncompressed = None, size
+    if path.suffix.lower() != ".csv" and size <= MAX_JUDGMENTS_BYTES:
+        import pyarrow.parquet as pq
+        try:
+            meta = pq.ParquetFile(path).metadata  # the footer only
+        except Exception as exc:  # noqa: BLE001 -- not Parquet: named here, before any row is read
+            raise ValueError(f"{path}: cannot be read as Parquet ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+        rows = meta.num_rows
+        uncompressed = sum(meta.row_group(k).total_byte_size for k in range(meta.num_row_groups))
+    if size > MAX_JUDGMENTS_BYTES or uncompressed > MAX_JUDGMENTS_BYTES or (rows or 0) > MAX_JUDGMENT_ROWS:
+        what = (f"{rows:,} rows" if (rows or 0) > MAX_JUDGMENT_ROWS else
+                f"{max(size, uncompressed) / 2 ** 20:,.0f} MiB" + (" uncompressed" if uncompressed > size else ""))
+        raise ValueError(
+            f"{path}: {what}; judgments files above {MAX_JUDGMENTS_BYTES // 2 ** 20} MiB (or "
+            f"{MAX_JUDGMENT_ROWS:,} rows) are refused before parsing: they are read whole, at about "
+            f"{READ_FACTOR} times their size in memory (here about {READ_FACTOR * max(size, uncompressed) / 2 ** 30:.3g} "
+            "GiB); aggregate repeated judgments of a question and pair, or split the file")
+
+
 def read_judgments(path) -> pd.DataFrame:
     """Read and validate a judgments file; returns a frame with columns question_id, model_a,
     model_b, winner (normalised) and ``context`` (np arrays) or ``question`` (text)."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        try:
-            raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-        except pd.errors.EmptyDataError:
-            raise ValueError(f"{path}: the file is empty") from None
-    elif suffix in (".parquet", ".pq"):
-        raw = pd.read_parquet(path)
-    else:
+    if suffix not in (".csv", ".parquet", ".pq"):
         raise ValueError(f"{path}: expected a .csv or .parquet file, got suffix {suffix!r}")
+    check_judgments_size(path)
+    try:
+        if suffix == ".csv":
+            raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+        else:
+            raw = pd.read_parquet(path)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty") from None
+    except (ValueError, OSError, RecursionError) as exc:  # not CSV, not Parquet, not UTF-8, nested too deeply
+        raise ValueError(f"{path}: cannot be read as {'CSV' if suffix == '.csv' else 'Parquet'} "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
     where = _Where(suffix == ".csv")
     missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
     if missing:

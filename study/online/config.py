@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from ..core import _validate as check
+from ..core.limits import check_ranker_size
 from ..simulation.graph import check_edges
 from ..simulation.settings import TIE_BREAKS, Setting
 
@@ -56,13 +57,19 @@ class Config:
         for name in ("n_items", "dim"):
             if name not in g:
                 raise ValueError(f"a new ranker needs {name} (the store does not exist yet)")
-        n = check.integer("n_items", g["n_items"], low=2)
-        d = check.integer("dim", g["dim"], low=1)
+        n = check.integer("n_items", g["n_items"], low=2, high=check.MAX_INTEGER)
+        d = check.integer("dim", g["dim"], low=1, high=check.MAX_INTEGER)
         values = {**DEFAULTS, **g}
         if not isinstance(values["policy"], str):
             raise ValueError(f"policy must be a method name or an import path 'package.module:Name', got "
                              f"{values['policy']!r}")
-        T = check.integer("T", values["T"], low=1)
+        T = check.integer("T", values["T"], low=1, high=check.MAX_INTEGER)
+        edges = g.get("edges")
+        try:
+            n_edges = None if edges is None else len(edges)
+        except TypeError:
+            n_edges = None  # not a sequence: normal_edges names it
+        check_ranker_size(n, d, T, n_edges)  # before any array of these sizes exists
         values["T0"] = g.get("T0", default_T0(T))
         seed = g["seed"] if "seed" in g else np.random.SeedSequence()
         values.update(n_items=n, dim=d, items=normal_items(g.get("items"), n), seed=normal_seed(seed),
@@ -78,8 +85,8 @@ class Config:
         in range, and in the form :meth:`to_json` writes (ValueError naming the field otherwise)."""
         try:
             raw = json.loads(text)
-        except (TypeError, ValueError):
-            raise ValueError("the stored arguments are not JSON") from None
+        except (TypeError, ValueError, RecursionError):
+            raise ValueError("the stored arguments are not JSON (or nested too deeply)") from None
         names = [f.name for f in fields(cls)]
         if not isinstance(raw, dict):
             raise ValueError("the stored arguments are not a JSON object")
@@ -219,10 +226,7 @@ def normal_theta0(theta0, n: int, d: int) -> tuple:
 def bounded_array(name: str, value, bound: float, **shape) -> np.ndarray:
     """A finite float array with entries within +-``bound`` (ValueError naming ``name``; a Python
     integer too large for a float is refused too, not an OverflowError)."""
-    try:
-        array = check.finite_array(name, value, **shape)
-    except OverflowError:
-        raise ValueError(f"{name} holds a number too large for a float; entries must lie within +-{bound:g}") from None
+    array = check.finite_array(name, value, **shape)
     largest = float(np.abs(array).max(initial=0.0))
     if largest > bound:
         raise ValueError(f"{name} has entries as large as {largest:.3g}; they must lie within +-{bound:g} "

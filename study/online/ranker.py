@@ -47,6 +47,8 @@ from .config import Config, bounded_array
 from .state import LoopState, compare_with_stored, one_blas_thread
 from .tickets import Ticket, count, outcome_fields
 from .store import FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
+
+MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
 from .verify import Ledger, Opened, open_store, read_checkpoint, read_estimate, recheck_schema
 
 
@@ -89,7 +91,7 @@ class Ranker:
         Open an existing store for reading only (no policy is resolved, nothing is refitted or
         written; ask, tell and expire are refused).
     timeout : float
-        Seconds to wait for another process's transaction.
+        Seconds to wait for another process's transaction (finite, 0 to a week).
 
     Raises
     ------
@@ -120,7 +122,10 @@ class Ranker:
         given = dict(n_items=n_items, dim=dim, policy=policy, T=T, T0=T0, M=M, alpha=alpha, gamma=gamma,
                      c_lambda=c_lambda, tie_break=tie_break, seed=seed, edges=edges, items=items, theta0=theta0)
         self.path = Path(path)
+        if not isinstance(readonly, (bool, np.bool_)):
+            raise ValueError(f"readonly must be True or False, got {readonly!r}")
         self.readonly = bool(readonly)
+        timeout = check.real("timeout", timeout, low=0.0, high=MAX_TIMEOUT)
         self._state = None
         self._factory = None
         self._seen = None  # PRAGMA data_version at the last look: unchanged, no other process committed since
@@ -140,6 +145,7 @@ class Ranker:
                 if opened is None:
                     raise StoreError(f"{self.path}: an empty SQLite file, not a ranker store")
                 self._opened, self.config = opened, opened.config
+                self._read()  # the estimator's state brought up as a writable open brings it, and checked
                 return
             if opened is not None:
                 self._check_arguments(opened.config, given)
@@ -236,16 +242,26 @@ class Ranker:
         state = self._state
         if state is None:
             state = self._state = LoopState(self.config, self._factory)
-        if self.readonly:
-            if ledger.n_tells > state.applied or state.applied == 0:
-                state.append(ledger, ledger.n_tells)
-                state.show(read_estimate(conn, self.path, self.config, ledger.n_tells))
-        elif ledger.n_tells > state.applied:
-            seq = self._checkpoint[0]
-            blob = conn.execute("SELECT state FROM checkpoint WHERE id = 1").fetchone()[0] \
-                if seq > state.applied else None
-            state.catch_up(self.path, ledger, (seq, blob))
+        if ledger.n_tells > state.applied:
+            self._follow(conn, state, ledger)
         return state
+
+    def _follow(self, conn, state: LoopState, ledger: Ledger) -> None:
+        """Bring ``state`` to the ledger's last tell as a writable open does -- restore the stored
+        checkpoint when it is ahead and written by this code, refit the tells after it (the whole
+        history for a format-1 store or a checkpoint of other code) -- and hold the result against
+        the stored estimate: refused where no tell was refitted and they differ (a checkpoint or an
+        estimate row altered), warned about where refitted tells end elsewhere (another BLAS kernel
+        rounds otherwise; the refitted estimate is the one used).  Every read does this, read-only
+        or not, so that no reader trusts a store a writer would refuse."""
+        seq = self._checkpoint[0]
+        blob = conn.execute("SELECT state FROM checkpoint WHERE id = 1").fetchone()[0] \
+            if seq > state.applied and self._opened.format == FORMAT else None
+        refitted = state.catch_up(self.path, ledger, (seq, blob))
+        theta = read_estimate(conn, self.path, self.config, ledger.n_tells)
+        if refitted == 0 and theta is not None and not np.array_equal(theta, state.estimate.theta):
+            raise StoreError(f"{self.path}: refused, checkpoint row: its estimate differs from the estimate row's")
+        compare_with_stored(self.path, state, theta, refitted, stacklevel=6)
 
     def _read(self) -> LoopState:
         try:

@@ -5,7 +5,7 @@ the policy and its private generator, the shared uniforms, the shared estimator 
 the debiased estimate on demand.  It follows the store's told rows in three ways:
 
 * :meth:`LoopState.append`: a row joins the estimator's data without a fit (rows a checkpoint
-  already covers, or a read-only view whose estimate is the stored one);
+  already covers);
 * :meth:`LoopState.restore`: the estimator's whole state from a checkpoint (:mod:`.snapshot`);
 * :meth:`LoopState.fit`: a row applied as the loop applies it (the policy's ``update``, then the
   refit) -- for the tells after the checkpoint, or the whole history where no checkpoint can be
@@ -141,12 +141,6 @@ class LoopState:
         self.rows.append(major, other, x, score, ties, m)
         self.applied = seq
         self.clean = True
-
-    def show(self, theta) -> None:
-        """A read-only view's estimate: the stored one (no fit)."""
-        if theta is not None:
-            self.estimate.theta = theta
-        self.debiased.invalidate()
 
     # --- checkpoints ----------------------------------------------------------------------------
     def capture(self) -> bytes:

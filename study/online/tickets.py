@@ -68,11 +68,13 @@ def count(name: str, value, *, low: int) -> int:
     if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
         value = int(value)
     try:
-        return check.integer(name, value, low=low)
+        return check.integer(name, value, low=low, high=check.MAX_INTEGER)
     except ValueError:
         hint = ""
         if name == "wins" and isinstance(value, (float, np.floating)) and np.isfinite(value):
             hint = ("; wins counts outright wins and a tie is told as ties=1, not as half a win (the convention of "
                     "every API: study.core.outcomes)")
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}{hint}") from None
+        too_large = isinstance(value, int) and value > check.MAX_INTEGER
+        raise ValueError(f"{name} must be an integer >= {low}" + (" and at most 2**63 - 1" if too_large else "")
+                         + f", got {check._shown(value)}{hint}") from None
 

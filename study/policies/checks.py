@@ -33,20 +33,29 @@ valid_before_phi      valid choices while Phi does not exist (Setting B, T = 30:
                       at every step), under every ``Setting.warmup``
 valid_with_phi        valid choices once Phi exists: Setting A at T = 120 (T0 = 48; seed s + 1
                       under every ``Setting.warmup``, seed s under "own"; Phi exists from
-                      t ~ 50-70) and a 4-item complete-graph setting (T = 60; Phi from t ~ 10)
-                      under every warm-up; its detail says at how many of the steps at which the
-                      policy asked for Phi it existed
+                      t ~ 50-70), a 4-item complete-graph setting (T = 60; Phi from t ~ 10) and an
+                      8-item ring (a sparse graph: 8 of the 28 pairs are edges; T = 60; the policy's
+                      first 20 choices are validated and replaced by random edges, so Phi exists
+                      from t ~ 15 whatever it chooses, and most steps at which it could return a
+                      non-edge have Phi), each under every warm-up; its detail says at how many of the steps at which
+                      the policy asked for Phi it existed
 disconnected_graph    valid choices on ``graph="raw"`` graphs with two components and with an
                       isolated item (Phi never exists; an isolated item is never compared)
 picklable             the factory survives pickling (stdlib ``pickle``, else cloudpickle, as Ray
                       ships a registered factory to its workers) and the copy gives the same run
 finishes_in_time      the 60-step run of ``runs`` takes at most ``time_limit`` seconds (default 10;
                       every built-in method takes under 0.1 s)
+no_forbidden_calls    the policy's own code never writes files, starts processes, opens sockets,
+                      walks the interpreter's stack or the garbage collector's objects (the audit
+                      hooks of :mod:`study.policies.hooks`, which refuse such calls with an error
+                      naming the policy), unless its factory declares the need in ``policy_needs``
 ====================  ==========================================================================
 
 A check that needs the first run is reported as skipped when the policy does not complete it,
 so that the failures name the cause; the scenarios (``valid_before_phi``, ``valid_with_phi``,
-``disconnected_graph``) run regardless.  ``shared_state`` is skipped for a factory that cannot be
+``disconnected_graph``) run regardless, and what the guard sees in them (a non-edge, a bad
+choice, a write, a global generator, a refused call) fails the check named for it as well as the
+scenario's own.  ``shared_state`` is skipped for a factory that cannot be
 pickled (``picklable`` fails).
 """
 from __future__ import annotations
@@ -59,15 +68,17 @@ import numpy as np
 
 from ..simulation.replication import run_replication
 from ..simulation.settings import WARMUPS, Setting
-from . import fresh
+from . import fresh, hooks
 from .guard import Record, build
 from .registry import resolve_policy
 
 CHECKS = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "deterministic",
           "different_draws", "shared_state", "valid_before_phi", "valid_with_phi", "disconnected_graph", "picklable",
-          "finishes_in_time")
-# recorded by the guard on every run of the first scenario (a scenario's own check fails on the others)
-_GUARDED = ("returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "different_draws")
+          "finishes_in_time", "no_forbidden_calls")
+# recorded by the guard on every run (in the scenarios they fail the scenario's own check too)
+_GUARDED = ("returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "different_draws",
+            "no_forbidden_calls")
+_OWN_CHECK = ("no_writes", "different_draws", "no_forbidden_calls")  # not a scenario's failure by themselves
 _BASE = dict(T=60, T0=24, ci_every=10)
 # Setting A: Phi exists from t ~ 50-70 (seeds 3, 4; under the greedy warm-up seed 4's does, seed 3's
 # never), so that the branch a policy takes once Phi exists decides about half of the steps
@@ -75,6 +86,12 @@ _WITH_PHI = dict(T=120, T0=48, ci_every=10)
 # four items, a complete graph, 9 free parameters: Phi exists from t ~ 10, under every warm-up
 SMALL = Setting(name="check-small", n_items=4, dim=3, T=60, T0=24, M=20, p=1.0, truth="normal", init_mean=0.0,
                 ci_every=10)
+# eight items on a ring (8 of 28 pairs are edges), 14 free parameters: with random edges for its first steps
+# Phi exists from t ~ 15 whatever the policy does, so a policy that returns a non-edge once Phi exists has
+# most of the run to do it
+SPARSE = Setting(name="check-ring", n_items=8, dim=2, T=60, T0=24, M=20, p=1.0, truth="normal", init_mean=0.0,
+                 ci_every=10, graph="raw", edges=tuple((k, (k + 1) % 8) for k in range(8)))
+SPARSE_BURN_IN = 20  # its first steps compare random edges whatever the policy chose (validated): Phi from t ~ 15
 _BEFORE_PHI = dict(T=30, T0=10, ci_every=0)  # Setting B: 30 rows never identify (n-1)d = 90 parameters
 _DISCONNECTED = ([(0, 1), (1, 2), (3, 4)], [(0, 1), (1, 2), (2, 3)])  # two components; item 4 isolated
 _FRESH_SECONDS = 120.0  # a fresh process's run (it starts from a fork of a preloaded server)
@@ -161,13 +178,24 @@ def _dumps(factory):
         return cloudpickle.dumps(factory), cloudpickle.loads
 
 
-def _run(setting, name, seed, factory, record, guarded=True, **overrides):
-    policy = (lambda s: build(factory, s, record)) if guarded else factory
-    return run_replication(setting, name, seed, policy=policy, **overrides)
+def _watch(label, factory, record):
+    """The audit hook's watch of the policy under check, its refusals noted in ``record``."""
+    return hooks.watch_for(label, factory, on_refusal=lambda need, message: record.note("no_forbidden_calls", message))
 
 
-def fresh_trajectory(factory, name, seed) -> tuple:
-    """In a fresh process: the trajectory of the ``shared_state`` run of ``seed`` (guarded, as here)."""
+def _run(setting, name, seed, factory, record, guarded=True, label=None, burn_in=0, **overrides):
+    if guarded:
+        watch = _watch(label or name, factory, record)
+        return run_replication(setting, name, seed, policy=lambda s: build(factory, s, record, watch, burn_in),
+                               **overrides)
+    with hooks.watching(_watch(label or name, factory, Record() if record is None else record)):
+        return run_replication(setting, name, seed, policy=factory, **overrides)
+
+
+def fresh_trajectory(factory, name, seed, label=None) -> tuple:
+    """In a fresh process: the trajectory of the ``shared_state`` run of ``seed`` (guarded, as here,
+    under the audit hook for the rest of the process)."""
+    hooks.install_for_process(hooks.watch_for(label or name, factory))
     return _trajectory(_run("A", name, seed, factory, Record(), **_WITH_PHI))
 
 
@@ -176,14 +204,15 @@ def _shown(overrides) -> dict:
 
 
 class _Suite:
-    def __init__(self, factory, name, seed, time_limit):
+    def __init__(self, factory, name, seed, time_limit, label=None):
         self.factory, self.name, self.seed, self.time_limit = factory, name, seed, time_limit
+        self.label = label or name
         self.seeds = (seed, seed + 1)
         self.results, self.phi_runs, self.fresh = {}, {}, None
 
     def run(self, setting, record, factory=None, guarded=True, seed=None, **overrides):
         return _run(setting, self.name, self.seed if seed is None else seed, self.factory if factory is None else factory,
-                    record, guarded, **overrides)
+                    record, guarded, label=self.label, **overrides)
 
     def set(self, name, passed, detail="", note=""):
         self.results[name] = CheckResult(name, "passed" if passed else "failed", note if passed else detail)
@@ -209,8 +238,8 @@ class _Suite:
                 break
             if keep and k in keep:
                 self.phi_runs[keep[k]] = _trajectory(result)
-        for check in ("no_writes", "different_draws"):
-            detail = record.violations.pop(check, None)
+        for check in _GUARDED:
+            detail = (record.violations.pop if check in _OWN_CHECK else record.violations.get)(check, None)
             if detail is not None:
                 self.fail_once(check, detail)
         invalid = "; ".join(record.violations.values())
@@ -240,7 +269,7 @@ class _Suite:
         elapsed = time.perf_counter() - start
         for check in _GUARDED:
             self.set(check, check not in record.violations, record.violations.get(check, ""))
-        stopped = next((v for k, v in record.violations.items() if k not in ("no_writes", "different_draws")), None)
+        stopped = next((v for k, v in record.violations.items() if k not in _OWN_CHECK), None)
         self.set("runs", base is not None, f"the run stopped: {stopped}" if stopped else (error or ""))
         self.scenarios()
         if base is None:
@@ -263,6 +292,7 @@ class _Suite:
         with_phi = [("A", {**_WITH_PHI, "seed": first, "warmup": "own"})]
         with_phi += [("A", {**_WITH_PHI, "seed": second, "warmup": w}) for w in WARMUPS]
         with_phi += [(SMALL, {"seed": first, "warmup": w}) for w in WARMUPS]
+        with_phi += [(SPARSE, {"seed": first, "warmup": w, "burn_in": SPARSE_BURN_IN}) for w in WARMUPS]
         record = self.guarded_scenario("valid_with_phi", with_phi, keep={0: first, 1: second})
         if self.results["valid_with_phi"].status == "passed":
             note = (f"Phi existed at {record.available} of the {record.asked} steps at which the policy asked for it"
@@ -305,7 +335,8 @@ class _Suite:
         except Exception as exc:  # noqa: BLE001
             self.fresh = f"skipped: the factory cannot be pickled for a fresh process ({type(exc).__name__}: {exc})"
             return
-        self.fresh = fresh.FreshRuns(packed, fresh_trajectory, [(self.name, s) for s in self.seeds], _FRESH_SECONDS)
+        self.fresh = fresh.FreshRuns(packed, fresh_trajectory, [(self.name, s, self.label) for s in self.seeds],
+                                     _FRESH_SECONDS)
 
     def _shared_state(self):
         """Each seed of the 120-step run in a fresh process against its runs here: the first seed's
@@ -336,6 +367,9 @@ class _Suite:
         state changes its own run."""
         try:
             plain = self.run("A", None, guarded=False, **_BASE)
+        except hooks.PolicyRefused as exc:
+            self.fail_once("no_forbidden_calls", str(exc))
+            return
         except Exception as exc:  # noqa: BLE001 -- the guarded run completed, so its writes did this
             written = "read-only" in str(exc) or "WRITEABLE" in str(exc)
             self.set("no_writes", False, f"a write into a read-only array raised: {exc}" if written else
@@ -399,7 +433,7 @@ def check_policy(factory, *, name: str = "checked-policy", seed: int = 3, time_l
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     label = getattr(factory, "__qualname__", None) or repr(factory)
     start = time.perf_counter()
-    suite = _Suite(factory, name, int(seed), float(time_limit))
+    suite = _Suite(factory, name, int(seed), float(time_limit), label=label)
     suite.execute()
     report = PolicyCheckReport(policy=label, results=tuple(suite.results[c] for c in CHECKS),
                                seconds=time.perf_counter() - start)

@@ -145,13 +145,17 @@ def _run_in_order(jobs, first: int, fd: int) -> None:
         _send(fd, ("done", k, _outcome(jobs[k])))
 
 
-def _serve_in_order(jobs, timeout: float, protocol: tuple) -> list:
+def _serve_in_order(jobs, timeout, protocol: tuple, max_crashes=None) -> list:
     """The jobs one after the other in a forked child; a job still running ``timeout`` seconds after
-    it started has the child ended (a hard stop) and the rest continue in a new child, and so do they
-    after a job that ends its process."""
+    it started (None: no limit) has the child ended (a hard stop) and the rest continue in a new
+    child, and so do they after a job that ends its process -- until ``max_crashes`` jobs have ended
+    theirs: the rest are then ("not_run", ...)."""
     outcomes: list = [None] * len(jobs)
     first = 0
     while first < len(jobs):
+        if max_crashes is not None and sum(o is not None and o[0] == "crashed" for o in outcomes) >= max_crashes:
+            outcomes[first:] = [("not_run", f"{max_crashes} jobs ended their process")] * (len(jobs) - first)
+            break
         pid, read_fd = _fork(lambda fd, start=first: _run_in_order(jobs, start, fd), protocol)
         current, deadline = None, None
         try:
@@ -160,7 +164,7 @@ def _serve_in_order(jobs, timeout: float, protocol: tuple) -> list:
                 if message is None:
                     break
                 if message[0] == "start":
-                    current, deadline = message[1], time.monotonic() + timeout
+                    current, deadline = message[1], None if timeout is None else time.monotonic() + timeout
                 else:
                     outcomes[message[1]] = message[2]
                     current, deadline = None, None
@@ -204,7 +208,7 @@ def serve() -> None:
         message = _read(commands)
         if message is None:
             return
-        mode, jobs, timeout = message
+        mode, jobs, timeout, max_crashes = message
         for loader in {job[2] for job in jobs}:
             try:
                 __import__(loader)  # the factory's loader: imported once here, inherited by every child
@@ -215,7 +219,7 @@ def serve() -> None:
         elif mode == "each":
             _write(answers, _serve_each(jobs, timeout, (commands, answers)))
         else:
-            _write(answers, _serve_in_order(jobs, timeout, (commands, answers)))
+            _write(answers, _serve_in_order(jobs, timeout, (commands, answers), max_crashes))
 
 
 # --- the asking side ----------------------------------------------------------------------------
@@ -228,12 +232,12 @@ class _Server:
                                         close_fds=True)
         self.commands, self.answers = self.process.stdin.fileno(), self.process.stdout.fileno()
 
-    def send(self, mode: str, jobs: list, timeout: float) -> None:
-        _write(self.commands, (mode, jobs, timeout))
+    def send(self, mode: str, jobs: list, timeout, max_crashes=None) -> None:
+        _write(self.commands, (mode, jobs, timeout, max_crashes))
 
-    def receive(self, n: int, timeout: float) -> list:
+    def receive(self, n: int, timeout) -> list:
         try:  # in order, each job may take the timeout; then the server's start and the forks
-            answer = _read(self.answers, time.monotonic() + n * timeout + 60.0)
+            answer = _read(self.answers, None if timeout is None else time.monotonic() + n * timeout + 60.0)
         except TimeoutError:
             answer = None
         if answer is None:
@@ -267,14 +271,14 @@ class FreshRuns:
     the asking process works meanwhile: ``run(factory, *args)`` for each ``args`` of ``jobs``.
     ``in_order=False``: each in a fresh process of its own, all at once (a run still going after
     ``timeout`` seconds is ended); ``True``: one after the other in one process, which is ended when
-    a job runs ``timeout`` seconds (the next ones go on in a new process).  ``run`` must be
-    importable by name."""
+    a job runs ``timeout`` seconds (None: no limit; the next ones go on in a new process).  ``run``
+    must be importable by name."""
 
-    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout: float, in_order: bool = False):
+    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout, in_order: bool = False, max_crashes=None):
         data, loader = factory_bytes
         self.jobs = [(list(sys.path), data, loader, run, tuple(args)) for args in jobs]
         self.mode = "in_order" if in_order else "each"
-        self.timeout, self.server, self.result = timeout, None, None
+        self.timeout, self.server, self.result, self.max_crashes = timeout, None, None, max_crashes
         _LOCK.acquire()  # one asker at a time: released by outcomes()
         try:
             if hasattr(os, "fork"):
@@ -282,7 +286,7 @@ class FreshRuns:
                     _close_server()
                     _SERVER.append(_Server())
                 self.server = _SERVER[0]
-                self.server.send(self.mode, self.jobs, timeout)
+                self.server.send(self.mode, self.jobs, timeout, max_crashes)
         except BaseException:
             _close_server(kill=True)
             _LOCK.release()
@@ -290,8 +294,9 @@ class FreshRuns:
 
     def outcomes(self) -> list:
         """[(status, value)] in the order of the jobs: ("ok", what ``run`` returned), ("error",
-        the exception it raised), ("timeout", message: the process was ended) or ("crashed",
-        message: the process ended without a result)."""
+        the exception it raised), ("timeout", message: the process was ended), ("crashed",
+        message: the process ended without a result) or ("not_run", message: ``max_crashes`` jobs
+        had ended their process)."""
         if self.result is not None:
             return self.result
         try:
@@ -301,7 +306,7 @@ class FreshRuns:
                 result = []
                 for job in self.jobs:
                     server = _Server()
-                    server.send(self.mode, [job], self.timeout)
+                    server.send(self.mode, [job], self.timeout, self.max_crashes)
                     result += server.receive(1, self.timeout)
                     server.close()
         except BaseException:  # (Ctrl-C) an answer left unread: the next request gets a new server

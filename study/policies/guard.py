@@ -6,6 +6,7 @@ wrong (:mod:`study.policies.checks`).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 from dataclasses import dataclass, field
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..simulation.graph import ComparisonGraph
-from .base import Step, is_flag, unpack_choice
+from .base import Step, is_flag, random_edge, unpack_choice
+from .hooks import watching
 
 # kinds of random generator a policy may not hold when it is built (it cannot know the replication's seed then)
 GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator, random.Random)
@@ -114,11 +116,14 @@ class _GuardedDebias:
                 for name in ("theta_d", "factor") if getattr(self.original, name, None) is not None}
 
 
-def build(factory, setting, record: Record):
+def build(factory, setting, record: Record, watch=None, burn_in: int = 0):
     """``factory(setting)`` wrapped in a :class:`Guard`, the global generators watched around the
-    call and the policy searched for generators of its own."""
+    call and the policy searched for generators of its own; with ``watch`` (a
+    :class:`study.policies.hooks.Watch`) the audit hook checks the policy's calls in the factory,
+    ``select`` and ``update``; ``burn_in``: see :class:`Guard`."""
     before = global_rng_state()
-    policy = factory(setting)
+    with _watched(watch):
+        policy = factory(setting)
     used = rng_use(before, global_rng_state())
     if used:
         record.note("different_draws", f"building the policy seeded or drew from {used}: every replication would get "
@@ -128,15 +133,22 @@ def build(factory, setting, record: Record):
         record.note("different_draws", f"the policy holds a generator of its own when it is built ({', '.join(held)}): "
                                        "seeded there it cannot know the replication's seed (a constant gives every "
                                        "replication the same draws, the clock irreproducible ones); draw from step.rng")
-    return Guard(policy, record)
+    return Guard(policy, record, watch, burn_in)
+
+
+def _watched(watch):
+    return watching(watch) if watch is not None else contextlib.nullcontext()
 
 
 class Guard:
     """Wraps a policy: each call gets a Step of copies, compared with the originals afterwards, the
-    global generators are compared around it, and each choice is validated before the loop sees it."""
+    global generators are compared around it, and each choice is validated before the loop sees it.
+    For the first ``burn_in`` steps the policy's choice is validated and then replaced by a random
+    edge (the step's own uniforms), so that Phi exists for most of the run whatever the policy
+    would have compared: the check then meets the policy's rule where Phi exists."""
 
-    def __init__(self, policy, record: Record):
-        self.policy, self.record = policy, record
+    def __init__(self, policy, record: Record, watch=None, burn_in: int = 0):
+        self.policy, self.record, self.watch, self.burn_in = policy, record, watch, burn_in
         self.source = self.graph = self.graph_arrays = None
         if callable(getattr(policy, "update", None)):
             self.update = self._update
@@ -170,7 +182,8 @@ class Guard:
         guarded, pristine, handed, debiased = self._guarded(step)
         before = global_rng_state()
         try:
-            result = call(guarded)
+            with _watched(self.watch):
+                result = call(guarded)
         except ValueError as exc:
             if "read-only" in str(exc) or "WRITEABLE" in str(exc):
                 self.record.note("no_writes", f"{what} at t={step.t} tried to write into a read-only array ({exc})")
@@ -199,7 +212,7 @@ class Guard:
     def select(self, step):
         choice = self._call("select", step, self.policy.select)
         self._validate(choice, step)
-        return choice
+        return random_edge(step) if step.t <= self.burn_in else choice
 
     def _update(self, step, choice, wins):
         return self._call("update", step, lambda guarded: self.policy.update(guarded, choice, wins))

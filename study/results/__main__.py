@@ -115,19 +115,23 @@ def main(argv=None) -> int:
         for study in studies:
             report = verify(out, study)
             total += report["replications"]
-            bad = report["damaged"] or report["duplicates"]
+            bad = report["damaged"] or report["duplicates"] or report["foreign"]
             print(f"{study}: {report['commits']} batches, {report['replications']} replications, "
                   f"{len(report['damaged'])} damaged files, {len(report['duplicates'])} duplicated keys, "
+                  f"{len(report['foreign'])} parts of no run, "
                   f"{len(report['uncommitted'])} uncommitted parts" + ("" if bad else ": ok"))
             for path, reason, _, n in report["damaged"]:
                 print(f"  damaged: {path}: {reason} ({n} replications)")
+            for path, reason in report["foreign"]:
+                print(f"  damaged: {path}: {reason}")
             for key, a, b in report["duplicates"][:10]:
                 print(f"  duplicate: {'/'.join(map(str, key))} in {a} and {b}")
             if bad:
                 print(f"  to recover: {recovery_hint(out, study)}")
                 status = 1
         print(f"checked {len(studies)} {'study' if len(studies) == 1 else 'studies'} in {out} ({total} replications): "
-              + ("every part matches its commit record's size and SHA-256" if status == 0 else "damage found, see above"))
+              + ("every part matches its commit record's size, SHA-256, rows and keys, and every record and part "
+                 "belongs to a run of the study's manifest" if status == 0 else "damage found, see above"))
         return status
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -108,16 +108,43 @@ def read_commits(out, study) -> list:
     return result
 
 
+def known_runs(out, study) -> set | None:
+    """The run ids the manifest of ``study`` records (None when there is no manifest);
+    :class:`StorageError` naming the file when it cannot be read."""
+    manifest = read_manifest(out, study)
+    if manifest is None:
+        return None
+    return {run.get("run_id") for run in manifest.get("runs", []) if isinstance(run, dict)}
+
+
+def run_of_part(path: Path) -> str:
+    """The run id in a part's name ``part-<run>-<n>.parquet`` (``part-<run>-reuse<n>.parquet``)."""
+    return Path(path).stem[len("part-"):].rpartition("-")[0]
+
+
+def _unknown_run(rid, runs) -> str:
+    where = ("which the study's manifest does not record" if runs is not None else
+             "and the study has no manifest to record it")
+    return (f"names run {rid!r}, {where}: no run of this study wrote it (forged, or copied in from elsewhere; "
+            "never counted)")
+
+
 def verify(out, study) -> dict:
-    """Check every committed part of ``study`` against its record.
+    """Check every committed part of ``study`` against its record, and every record and part
+    against the runs of the study's manifest.
 
     Returns ``{"commits", "replications", "damaged": [(file, reason, record, n_keys)],
-    "duplicates": [(key, file, file)], "uncommitted": [file]}`` and never raises for damage: an
-    unreadable record, a record naming anything but its own batch's parts (never followed), a part
-    that is missing, a link, of another size or checksum, or that holds other replications than
-    its record lists.  Raises :class:`PlantedLink` if a directory of the study is a link."""
+    "duplicates": [(key, file, file)], "uncommitted": [file], "foreign": [(file, reason)]}`` and
+    never raises for damage: an unreadable record, a record naming anything but its own batch's
+    parts (never followed) or a run the manifest does not record, a part that is missing, a link,
+    of another size or checksum, or that holds other replications than its record lists.
+    ``uncommitted``: parts without a record of a run the manifest records (a crash between a part
+    and its record: removed by the next run); ``foreign``: parts without a record whose run the
+    manifest does not record (planted: refused).  Raises :class:`PlantedLink` if a directory of the
+    study is a link, :class:`StorageError` if its manifest cannot be read."""
     check_no_links(out, study)
     dirs = dataset_dirs(out, study)
+    runs = known_runs(out, study)
     damaged, duplicates, seen, listed = [], [], {}, set()
     own_names = set()  # every part name a record (readable or not) accounts for
     n_keys = n_commits = 0
@@ -127,8 +154,8 @@ def verify(out, study) -> dict:
         if problem:
             damaged.append((rpath, problem, rpath, 0))
             continue
-        n_commits += 1
         n = len(record.get("keys", []))
+        found = len(damaged)
         for what, info in record["files"].items():
             problem = records.name_problem(rpath, what, info)
             if problem:
@@ -139,6 +166,11 @@ def verify(out, study) -> dict:
             reason = records.check_part(path, info, what, study, record)
             if reason:
                 damaged.append((path, reason, rpath, n))
+        if runs is None or record.get("run_id") not in runs:  # after the files: a crafted name is named first
+            if len(damaged) == found:
+                damaged.append((rpath, _unknown_run(record.get("run_id"), runs), rpath, n))
+            continue
+        n_commits += 1
         part = dirs["trajectory"] / records.expected_name(rpath)
         for key in record.get("keys", []):
             key = tuple(key)
@@ -147,12 +179,20 @@ def verify(out, study) -> dict:
             else:
                 seen[key] = part
         n_keys += n
-    uncommitted = [p for d in dirs.values() for p in parts(d) if p not in listed and p.name not in own_names]
+    loose = [p for d in dirs.values() for p in parts(d) if p not in listed and p.name not in own_names]
+    uncommitted = [p for p in loose if runs is not None and run_of_part(p) in runs]
+    foreign = [(p, f"a part no commit record names, of run {run_of_part(p)!r}, which "
+                   + ("the study's manifest does not record" if runs is not None else "no manifest records")
+                   + " (planted, or copied in from elsewhere; never counted)") for p in loose if p not in uncommitted]
     return {"commits": n_commits, "replications": n_keys, "damaged": damaged,
-            "duplicates": duplicates, "uncommitted": uncommitted}
+            "duplicates": duplicates, "uncommitted": uncommitted, "foreign": foreign}
 
 
 def _raise_for(report: dict, out, study):
+    if report["foreign"]:
+        path, reason = report["foreign"][0]
+        more = f" (and {len(report['foreign']) - 1} more)" if len(report["foreign"]) > 1 else ""
+        raise DamagedPart(f"{path}: {reason}{more}; {recovery_hint(out, study)}")
     if report["damaged"]:
         path, reason, rpath, n = report["damaged"][0]
         more = f" (and {len(report['damaged']) - 1} more damaged files)" if len(report["damaged"]) > 1 else ""
@@ -169,14 +209,15 @@ def _raise_for(report: dict, out, study):
 
 def committed(out, study) -> dict:
     """Verified committed parts: ``{"trajectory": [paths], "intervals": [...], "failures": [...],
-    "costs": [...], "keys": set, "failed_keys": [keys in record order], "by_part": {trajectory path: keys}}``.
+    "costs": [...], "keys": set, "failed_keys": [keys in record order], "by_part": {trajectory path: keys},
+    "run_of": {trajectory path: the run id its commit record names}}``.
 
     Raises :class:`DamagedPart` or :class:`DuplicateKeys` (naming the files)."""
     report = verify(out, study)
     _raise_for(report, out, study)
     dirs = dataset_dirs(out, study)
     result = {"trajectory": [], "intervals": [], "failures": [], "costs": [], "keys": set(), "failed_keys": [],
-              "by_part": {}}
+              "by_part": {}, "run_of": {}}
     for rpath, record in read_commits(out, study):
         for what in record["files"]:
             result[what].append(dirs[what] / records.expected_name(rpath))
@@ -184,7 +225,9 @@ def committed(out, study) -> dict:
         result["keys"].update(keys)
         result["failed_keys"].extend(tuple(k) for k in record.get("failed_keys", []))
         if "trajectory" in record["files"]:
-            result["by_part"][dirs["trajectory"] / records.expected_name(rpath)] = keys
+            part = dirs["trajectory"] / records.expected_name(rpath)
+            result["by_part"][part] = keys
+            result["run_of"][part] = record.get("run_id")
     return result
 
 
@@ -232,6 +275,11 @@ def drop_damaged(out, study, log=print) -> int:
                            if dirs["trajectory"] / records.expected_name(rpath) in dup_parts)
         target = dirs["trajectory"] / DAMAGED
         lost = 0
+        for path, _ in report["foreign"]:
+            make_dir(target)
+            what = next(w for w, d in dirs.items() if path.parent == d)
+            os.replace(path, target / f"{what}-{path.name}")
+            log(f"moved {path} (a part no run of the study wrote) to {target}")
         for rpath in sorted(bad_records):
             make_dir(target)
             record, _ = records.read_record(rpath)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..policies import ALL_METHODS, resolve_policy
+from ..policies.hooks import needs_of
 from ..results import storage
 from ..results.storage import dataset_dirs
 from . import manifest as manifests
@@ -31,12 +33,12 @@ from .numerics import describe, numerics
 from .progress import Interrupts, Progress
 from .rayconn import connect
 from .reuse import copy_reused, count_reusable, reusable
-from .worker import WithFactories, as_cells, lost_batch, not_run_batch, remote_run_batch, worker_died
+from .worker import CRASHES_PER_CELL, WithFactories, as_cells, lost_batch, not_run_batch, remote_run_batch, worker_died
 from .writer import Writer
 
-CRASHES_PER_CELL = 3  # replications of one cell that crashed their worker, alone, before the rest is not run
 FLUSH_SECONDS = 1.0  # finished replications are committed to disk at most this long after arrival
 WAIT_SECONDS = 0.5   # the driver loop wakes at least this often (signals, flushes)
+NODE_LOSSES_PER_BATCH = 3  # a batch whose node is lost is run again, up to this many times
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,9 @@ class _StudyRun:
         if record is None:
             record = any(c.resolve().ci_every > 0 for c in plan.cells)
         replicate = options.replicate if options.replicate is not None else plan.replicate
+        self.user = user_policies(plan)
+        self.user_record = {"policies": {m: {"needs": n} for m, n in self.user["needs"].items()},
+                            "replicate_hook": _hook_name(options.replicate), "tainted_cells": []}
         if plan.factories:  # registered policies exist only in this process: ship them with the tasks
             replicate = WithFactories(dict(plan.factories), replicate)
         if replicate is None and any(c.base is not None for c in plan.cells):
@@ -247,6 +252,7 @@ class _StudyRun:
             storage.make_dir(d)
         manifest, run = manifests.open_run(plan, existing, plan.fingerprint(), self.run_id,
                                            self.options.record_intervals, self.stored_before)
+        run["user_code"] = self.user_record
         self.stored_numerics = manifests.stored_numerics(existing)
         storage.write_manifest(manifest, self.out, plan.study)
         start, finished, stopped = time.perf_counter(), False, False
@@ -311,6 +317,39 @@ def _cell_key(cell) -> tuple:
     return tuple(c.label for c in as_cells(cell))
 
 
+def _batch_key(cell, reps_seeds) -> tuple:
+    return _cell_key(cell) + tuple(rep for rep, _ in reps_seeds)
+
+
+def node_lost(exc) -> bool:
+    """Did a task fail because its node went (a raylet killed, a machine lost), not its policy?"""
+    return any(k in type(exc).__name__ for k in ("NodeDied", "LocalRayletDied"))
+
+
+def user_policies(plan) -> dict:
+    """``{"needs": {method: [declared needs]}, "modules": [top-level module names]}`` of the plan's
+    user policies (what the workers watch and check for: :mod:`study.runner.worker`)."""
+    needs, modules = {}, set()
+    for method in dict.fromkeys(c.method for c in plan.cells):
+        if method in ALL_METHODS:
+            continue
+        factory = resolve_policy(method)
+        needs[method] = sorted(needs_of(factory))
+        module = method.partition(":")[0] if ":" in method else getattr(getattr(factory, "func", factory),
+                                                                        "__module__", None)
+        if module and module not in ("__main__", "builtins"):
+            modules.add(module.partition(".")[0])
+    return {"needs": needs, "modules": sorted(modules - {"study"})}
+
+
+def _hook_name(replicate):
+    """How a run's replicate function is recorded: None for the default (or a replay's built-in hook)."""
+    if replicate is None:
+        return None
+    target = getattr(replicate, "func", replicate)
+    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__name__)}"
+
+
 class _TaskLoop:
     """Submit tasks lazily with a bounded number in flight, gather them as they finish, commit
     finished work within ``flush_seconds``; on a signal or ``stop_after_batches``, cancel what is
@@ -329,6 +368,8 @@ class _TaskLoop:
         self.isolate = collections.deque()  # single replications of a task whose worker died
         self.crashes = collections.Counter()  # cell -> replications that crashed their worker, alone
         self.alone = {}  # ref of an isolated replication in flight -> its cell
+        self.requeue = collections.deque()  # batches whose node was lost: run again as they were
+        self.node_losses = collections.Counter()  # batch -> times its node was lost
 
     def run(self, work) -> bool:
         """Drive ``work`` (the lazy batches) to the end; returns whether it stopped early."""
@@ -372,7 +413,7 @@ class _TaskLoop:
                 self._record(cell, reps_seeds, not_run_batch(r.plan.study, cell, reps_seeds, crashes, r.run_id))
                 continue
             ref = self.remote.remote(r.plan.study, cell, reps_seeds, self.replicate_ref,
-                                     r.options.record_intervals, r.run_id)
+                                     r.options.record_intervals, r.run_id, r.user)
             self.in_flight[ref] = (cell, reps_seeds)
             if alone:
                 self.alone[ref] = _cell_key(cell)
@@ -382,6 +423,8 @@ class _TaskLoop:
         """(the next (cell, reps_seeds) to run, whether it is a replication run alone): an isolated
         replication first, one per cell at a time (so that a cell that keeps crashing stops after
         ``CRASHES_PER_CELL``), else the next batch of ``work``."""
+        if self.requeue:
+            return self.requeue.popleft(), False
         busy = set(self.alone.values())
         for k, item in enumerate(self.isolate):
             if _cell_key(item[0]) not in busy:
@@ -397,6 +440,13 @@ class _TaskLoop:
         try:
             result = self.ray.get(ref)
         except Exception as exc:  # noqa: BLE001 -- the worker died, etc.
+            lost = self.node_losses[_batch_key(cell, reps_seeds)]
+            if node_lost(exc) and lost < NODE_LOSSES_PER_BATCH:  # the node went, not the policy: run it again
+                self.node_losses[_batch_key(cell, reps_seeds)] += 1
+                self.requeue.append((cell, reps_seeds))
+                r.log(f"[{r.plan.study}] a node was lost running {len(reps_seeds)} replications of "
+                      f"{'/'.join(c.label for c in as_cells(cell))} ({type(exc).__name__}); running them again")
+                return
             if worker_died(exc) and len(reps_seeds) > 1:  # find the replication that crashed: each alone, once
                 self.isolate.extend((cell, [rs]) for rs in reps_seeds)
                 r.log(f"[{r.plan.study}] a worker died running {len(reps_seeds)} replications of "
@@ -413,6 +463,10 @@ class _TaskLoop:
         n = len(reps_seeds) * len(as_cells(cell))
         self.writer.add(result, n - len(result["failures"]))
         self._note_numerics(result)
+        self._note_user_code(cell, result)
+        # a user policy's replication that ended its own process (run alone in it) counts as a crash of its cell
+        self.crashes[_cell_key(cell)] += sum(f["error"].startswith("WorkerCrashedError") and "its process ended"
+                                             in f["error"] for f in result["failures"])
         self.nodes.add(result.get("node"))
         self.task_cpu += result.get("cpu_seconds", 0.0)
         if "seconds" in result:
@@ -440,6 +494,17 @@ class _TaskLoop:
             r.log(f"[{r.plan.study}] warning: the driver runs the pinned numerics but a worker (node "
                   f"{result.get('node')}) computes with {describe(info)}: its replications are not bit-identical "
                   "to pinned ones (is its Ray runtime environment's env_vars overridden?)")
+
+    def _note_user_code(self, cell, result) -> None:
+        """A built-in cell computed in a worker process that has imported a user policy's module (which
+        isolation should make impossible) is recorded as tainted: never reused as identical."""
+        modules, r = result.get("user_modules"), self.run_
+        tainted = r.user_record["tainted_cells"]
+        for c in as_cells(cell):
+            if modules and c.method in ALL_METHODS and [c.setting, c.method, c.M] not in tainted:
+                tainted.append([c.setting, c.method, c.M])
+                r.log(f"[{r.plan.study}] warning: {c.label} was computed in a worker process that had imported user "
+                      f"code ({', '.join(modules)}); its replications are stored but never reused as identical cells")
 
     def _cancel_in_flight(self) -> None:
         """Cancel every task still running (their replications stay missing, computed next run)."""

@@ -1,6 +1,12 @@
 """Reuse of identical cells: a replication already stored (and verified) by another study of the
 same seed namespace in the same ``out``, for a cell whose numbers would be identical, is copied
-instead of recomputed (the ``study`` column rewritten)."""
+instead of recomputed (the ``study`` column rewritten).
+
+Only replications computed in clean processes are copied: the run that stored them (named by its
+commit record) must have recorded ``user_code`` in its manifest entry, without the cell among its
+``tainted_cells`` (a built-in cell computed in a worker process that had imported a user policy's
+module).  Runs stored before runs recorded it are not trusted:
+their cells are recomputed."""
 from __future__ import annotations
 
 import json
@@ -52,8 +58,29 @@ def reusable(plan, out, todo_cells, record_intervals) -> dict:
                     state = storage.committed(out, other)  # verified; a damaged source is not reused
                 except StorageError:
                     break
-                found[wanted[ident]] = (other, state)
+                clean = clean_state(state, manifest, wanted[ident])
+                if clean["keys"]:
+                    found[wanted[ident]] = (other, clean)
     return found
+
+
+def clean_run(run: dict | None, cell) -> bool:
+    """Was ``cell`` (setting, method, M) computed (or copied) by ``run`` in processes that imported
+    no user code (the run's ``user_code`` record; a run without one was stored before it existed)?"""
+    record = (run or {}).get("user_code")
+    return isinstance(record, dict) and list(cell) not in (record.get("tainted_cells") or [])
+
+
+def clean_state(state: dict, manifest: dict, cell) -> dict:
+    """``state`` (:func:`study.results.storage.committed`) keeping only the keys of ``cell`` stored by
+    runs that computed it in clean processes (:func:`clean_run`)."""
+    runs = {run.get("run_id"): run for run in manifest.get("runs", []) if isinstance(run, dict)}
+    by_part = {}
+    for part, keys in state["by_part"].items():
+        mine = [k for k in keys if k[:3] == tuple(cell)]
+        if mine and clean_run(runs.get(state["run_of"].get(part)), cell):
+            by_part[part] = mine
+    return {**state, "by_part": by_part, "keys": {k for keys in by_part.values() for k in keys}}
 
 
 def count_reusable(plan, sources: dict, done: set) -> int:
@@ -71,10 +98,13 @@ def copy_reused(plan, out, done: set, sources: dict, run_id, record_intervals, l
     for ckey, (other, state) in sources.items():
         by_source.setdefault(other, []).append((ckey, state))
     for other, cells in by_source.items():
-        state = cells[0][1]
-        ckeys = {c for c, _ in cells}
-        for part, keys in state["by_part"].items():
-            take = {k for k in keys if k[:3] in ckeys and k[3] < plan.reps and k not in done}
+        state = cells[0][1]  # the same verified state for every cell, each filtered to its clean parts
+        by_part: dict = {}
+        for _, cell_state in cells:
+            for part, keys in cell_state["by_part"].items():
+                by_part.setdefault(part, []).extend(keys)
+        for part, keys in by_part.items():
+            take = {k for k in keys if k[3] < plan.reps and k not in done}
             if not take:
                 continue
             tables = _rows_of(out, other, part, state, take, record_intervals, plan.study)

@@ -14,12 +14,23 @@ the driver runs the replications of that task one by one to find the one that cr
 records it as failed (:func:`crash_message`).
 A replication is reproduced exactly by ``study.run_replication(setting, method, seed=row.seed,
 M=row.M, **overrides)`` with the overrides from the manifest.
+
+User code never shares a process with a built-in method's replications: a task of a user
+policy's cell runs its replications in a process of their own (forked from the same clean server
+as under a time limit), with the audit hook of :mod:`study.policies.hooks` installed before the
+policy is imported, and a registered factory travels as bytes that only that process unpickles.
+So nothing a policy does when imported or run (patching ``study.simulation.environment.expit``,
+say) reaches the Ray worker that computes the built-in methods.  Every task reports which of the
+study's user-policy modules its worker process has imported (none, by construction); the driver
+records it per run in the manifest (``user_code``), and only cells computed in clean processes
+are reused as identical (:mod:`study.runner.reuse`).
 """
 from __future__ import annotations
 
 import contextlib
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -27,12 +38,13 @@ import traceback
 import numpy as np
 import pyarrow as pa
 
-from ..policies import fresh
+from ..policies import ALL_METHODS, fresh, hooks, resolve_policy
 from ..results.schema import COST_SCHEMA, INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
 from .numerics import numerics
 
+CRASHES_PER_CELL = 3  # replications of one cell that crashed their process, alone, before the rest is not run
 # trajectory and interval columns a result may lack (recorded as null): added after replicate hooks were written
 OPTIONAL_COLUMNS = ("before_phi",)
 OPTIONAL_INTERVAL_COLUMNS = ("cs_lower", "cs_upper", "cs_covered")
@@ -42,13 +54,29 @@ _REMOTE = None
 
 class WithFactories:
     """A replication function that builds registered policies from the factories shipped with the
-    task (the registry of :func:`study.register_policy` lives in the driver's process only)."""
+    task (the registry of :func:`study.register_policy` lives in the driver's process only).  The
+    factories travel pickled, as bytes (:func:`study.policies.fresh.dumps`), and are unpickled only
+    where a user policy's replication runs: unpickling one imports its module, which must not
+    happen in a worker that computes built-in methods."""
 
     def __init__(self, factories: dict, base=None):
-        self.factories, self.base = factories, base
+        self.factories, self.base = {m: fresh.dumps(f) for m, f in factories.items()}, base
+        self._loaded: dict = {}
+
+    def __getstate__(self):
+        return {"factories": self.factories, "base": self.base}
+
+    def __setstate__(self, state):
+        self.factories, self.base, self._loaded = state["factories"], state["base"], {}
+
+    def factory(self, method):
+        if method not in self._loaded:
+            data, loader = self.factories[method]
+            self._loaded[method] = __import__(loader, fromlist=["loads"]).loads(data)
+        return self._loaded[method]
 
     def __call__(self, setting, method, seed):
-        extra = {"policy": self.factories[method]} if method in self.factories else {}
+        extra = {"policy": self.factory(method)} if method in self.factories else {}
         if self.base is not None:
             return self.base(setting, method, seed, **extra)
         return run_replication(setting, method, seed, **extra)
@@ -175,13 +203,13 @@ def time_limit(seconds, what: str):
                                  "its result is not stored)")
 
 
-def crash_message(exc, cell, rep, seed) -> str:
+def crash_message(exc, cell, rep, seed, cause=None) -> str:
     """The failure of a replication whose worker process died: what happened, which replication,
-    and how to reproduce it outside Ray."""
-    name = type(exc).__name__
-    if "OutOfMemory" in name:
+    and how to reproduce it outside Ray.  ``exc``: the exception, or the name of the error."""
+    name = exc if isinstance(exc, str) else type(exc).__name__
+    if cause is None and "OutOfMemory" in name:
         cause = "Ray's memory monitor killed its worker: the node ran out of memory (a huge allocation?)"
-    else:
+    elif cause is None:
         cause = "its worker process died (os._exit, a fatal signal, or the kernel's OOM killer)"
     overrides = ", ".join(f"{k}={v!r}" for k, v in cell.overrides if k != "M")
     return (f"{name}: policy {cell.method!r} crashed the worker running replication rep={rep} (seed {seed}) of "
@@ -207,39 +235,82 @@ def _replicate(study, cells, setting, rep, seed, replicate, record_intervals, li
         return ("failed", error, traceback.format_exc())
 
 
-def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, limit, label) -> tuple:
-    """:func:`_replicate` in a process of its own (run by :mod:`study.policies.fresh`)."""
-    return _replicate(study, cells, _setting_of(cells[0]), rep, seed, replicate, record_intervals, limit, label)
+_WATCH: list = []  # in a process that runs a user policy: its watch (installed once, before the policy is imported)
 
 
-def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labels) -> list:
+def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, limit, label, policy=None) -> tuple:
+    """:func:`_replicate` in a process of its own (run by :mod:`study.policies.fresh`); ``policy``
+    (method, needs) of a user policy: the audit hook watches it for the rest of the process, and a
+    refused call fails the replication even where the policy caught the refusal.  Needs None (a
+    batch run without the driver): the factory's own ``policy_needs``, the policy resolved (its
+    module imported) before the hook is installed."""
+    if policy is not None and not _WATCH:
+        method, needs = policy
+        if needs is None:
+            try:
+                needs = hooks.needs_of(replicate.factory(method) if isinstance(replicate, WithFactories)
+                                       and method in replicate.factories else resolve_policy(method))
+            except Exception:  # noqa: BLE001 -- the replication names the error when it resolves the policy
+                needs = ()
+        _WATCH.append(hooks.Watch(method, hooks.policy_roots(method.partition(":")[0] if ":" in method else None),
+                                  needs))
+        hooks.install_for_process(_WATCH[0])
+    refused = len(_WATCH[0].refusals) if _WATCH else 0
+    outcome = _replicate(study, cells, _setting_of(cells[0]), rep, seed, replicate, record_intervals, limit, label)
+    if _WATCH and len(_WATCH[0].refusals) > refused and outcome[0] == "ok":
+        return ("failed", f"PolicyRefused: {_WATCH[0].refusals[refused]} (the policy caught the refusal and went on; "
+                          "its result is not stored)", "")
+    return outcome
+
+
+def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labels, policy=None,
+              max_crashes=None) -> list:
     """:func:`_replicate` of each (rep, seed), one after the other in a process of their own, which
-    is ended :func:`grace` seconds after a replication's ``limit`` (the next ones go on in a new one)."""
-    jobs = [(study, cells, rep, seed, record_intervals, limit, label) for (rep, seed), label in zip(reps_seeds, labels)]
-    runs = fresh.FreshRuns(fresh.dumps(replicate), replicate_in_process, jobs, limit + grace(limit), in_order=True)
+    is ended :func:`grace` seconds after a replication's ``limit`` (None: no limit; the next ones go
+    on in a new one, and after ``max_crashes`` replications that ended their process the rest are
+    not run); ``policy``: see :func:`replicate_in_process`."""
+    jobs = [(study, cells, rep, seed, record_intervals, limit, label, policy)
+            for (rep, seed), label in zip(reps_seeds, labels)]
+    runs = fresh.FreshRuns(fresh.dumps(replicate), replicate_in_process, jobs,
+                           None if limit is None else limit + grace(limit), in_order=True, max_crashes=max_crashes)
     outcomes = []
-    for label, (status, value) in zip(labels, runs.outcomes()):
+    for (rep, seed), label, (status, value) in zip(reps_seeds, labels, runs.outcomes()):
         if status == "ok":
             outcomes.append(value)
         elif status == "timeout":
             outcomes.append(("failed", f"ReplicationTimeout: {_timeout_message(label, limit)}, and went on although the "
                                        f"policy was told to stop (it caught the timeout?): its process was ended "
                                        f"{grace(limit):g} s later", ""))
+        elif status == "error":  # the process's own machinery failed (the factory would not unpickle, ...)
+            outcomes.append(("failed", f"{value} (in the process of its own that runs {label})", ""))
+        elif status == "not_run":
+            outcomes.append(("failed", f"NotRun: policy {'/'.join(c.method for c in cells)!r} crashed its process in "
+                                       f"{max_crashes} replications of setting {cells[0].setting} (M={cells[0].M}) "
+                                       "already (see their failures), so the rest of the task was not run; fix the "
+                                       "policy and rerun the same command to compute them", ""))
         else:
-            outcomes.append(("failed", f"WorkerCrashedError: {label} ended its process ({value})", ""))
+            outcomes.append(("failed", crash_message("WorkerCrashedError", cells[0], rep, seed, cause=value), ""))
     return outcomes
 
 
-def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=True, run_id: str = "") -> dict:
-    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process (in a
-    process of their own when the setting has a ``time_limit``: the hard stop of the module
-    docstring).
+def user_modules_here(modules) -> list:
+    """Which of ``modules`` (top-level names of the study's user policies) this process has imported."""
+    return sorted(m for m in modules or () if m in sys.modules)
+
+
+def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=True, run_id: str = "",
+              user=None) -> dict:
+    """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process, or in a
+    process of their own when the cell is a user policy's or the setting has a ``time_limit`` (the
+    module docstring).  ``user``: ``{"needs": {method: [needs]}, "modules": [top-level module
+    names of the study's user policies]}``.
 
     ``cell`` may also be a tuple of cells that differ only by method and share a prefix of their
     steps (:func:`study.runner.batching.cell_groups`), all run on each replication's one
     environment.  Returns ``{"trajectory": Table, "intervals": Table, "costs": Table, "failures": [dict],
-    "seconds", "cpu_seconds", "node", "numerics"}`` (``numerics``: the BLAS kernels and numpy SIMD
-    this process computed with, :func:`study.runner.numerics.numerics`)."""
+    "seconds", "cpu_seconds", "node", "numerics", "user_modules"}`` (``numerics``: the BLAS kernels and
+    numpy SIMD this process computed with, :func:`study.runner.numerics.numerics`;
+    ``user_modules``: which user-policy modules this worker process has imported)."""
     start, cpu_start = time.perf_counter(), time.process_time()
     cells = as_cells(cell)
     setting = _setting_of(cells[0])
@@ -247,11 +318,15 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     limit = getattr(setting, "time_limit", None)
     methods = "/".join(c.method for c in cells)
     labels = [f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}" for rep, seed in reps_seeds]
-    if limit is None:
+    own = [c.method for c in cells if c.method not in ALL_METHODS]
+    needs = (user or {}).get("needs", {}).get(own[0]) if own else None
+    policy = (own[0], None if needs is None else tuple(needs)) if own else None
+    if limit is None and policy is None:
         outcomes = (_replicate(study, cells, setting, rep, seed, replicate, record_intervals, None, label)
                     for (rep, seed), label in zip(reps_seeds, labels))
     else:
-        outcomes = _isolated(study, cells, reps_seeds, replicate, record_intervals, limit * len(cells), labels)
+        outcomes = _isolated(study, cells, reps_seeds, replicate, record_intervals,
+                             None if limit is None else limit * len(cells), labels, policy, CRASHES_PER_CELL)
     for (rep, seed), outcome in zip(reps_seeds, outcomes):
         if outcome[0] != "ok":
             _, error, tb = outcome
@@ -271,6 +346,7 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
         "cpu_seconds": time.process_time() - cpu_start,
         "node": _node_id(),
         "numerics": numerics(),
+        "user_modules": user_modules_here((user or {}).get("modules")),
     }
 
 

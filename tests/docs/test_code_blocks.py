@@ -58,7 +58,8 @@ def test_every_block_has_a_known_language_and_no_block_is_indented():
         for block in blocks(page):
             assert block.language in RUN_LANGUAGES + DATA_LANGUAGES, \
                 f"{block.id}: code block language {block.language!r} (use one of {RUN_LANGUAGES + DATA_LANGUAGES})"
-            assert block.directive in ("", "skip", "cluster-recipe"), f"{block.id}: unknown directive {block.directive!r}"
+            assert block.directive in ("", "skip", "cluster-recipe", "cluster-two-nodes"), \
+                f"{block.id}: unknown directive {block.directive!r}"
             if block.directive == "skip":
                 assert block.reason, f"{block.id}: a skipped block says why"
 
@@ -66,7 +67,7 @@ def test_every_block_has_a_known_language_and_no_block_is_indented():
 def test_skipped_blocks_are_at_least_well_formed():
     for page in PAGES:
         for block in (blocks(page) if page.exists() else []):
-            if block.directive != "skip" and block.directive != "cluster-recipe":
+            if block.directive not in ("skip", "cluster-recipe", "cluster-two-nodes"):
                 continue
             if block.language == "python":
                 compile(block.code, block.id, "exec")

@@ -177,3 +177,66 @@ def test_bad_judgments_file_rejected_before_ray(tmp_path):
     assert "Traceback" not in res.stderr and "Ray" not in res.stderr
     assert time.perf_counter() - start < 30
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 35: sizes checked before parsing, no traceback from any input
+# ---------------------------------------------------------------------------------------------
+
+def test_a_judgments_file_above_the_stated_size_is_refused_before_parsing(tmp_path, capsys):
+    """A 5 GB file was read whole (5.6 GB RSS, MemoryError traceback, exit 1); now a file above
+    MAX_JUDGMENTS_BYTES is refused from its size alone, with the estimate (a sparse file here)."""
+    import tracemalloc
+    from study.llm.byo import MAX_JUDGMENTS_BYTES
+
+    huge = tmp_path / "huge.csv"
+    with open(huge, "wb") as handle:
+        handle.truncate(5 * 2 ** 30)
+    tracemalloc.start()
+    with pytest.raises(SystemExit) as exc:
+        cli.main_llm(["--out", str(tmp_path / "out"), "--judgments", str(huge)])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and peak < 50 * 2 ** 20
+    assert f"{huge}: 5,120 MiB; judgments files above {MAX_JUDGMENTS_BYTES // 2 ** 20} MiB" in err
+    assert "GiB); aggregate" in err and "Traceback" not in err
+
+
+def test_a_parquet_file_declaring_too_many_rows_is_refused_from_its_footer(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from study.llm import byo
+
+    path = tmp_path / "many.parquet"
+    pq.write_table(pa.table({"question_id": ["q"] * 20, "model_a": ["a"] * 20, "model_b": ["b"] * 20,
+                             "winner": ["a"] * 20, "context": [[1.0, 0.5]] * 20}), path)
+    monkeypatch.setattr(byo, "MAX_JUDGMENT_ROWS", 10)
+    with pytest.raises(ValueError, match=f"{path}: 20 rows; judgments files above"):
+        byo.read_judgments(path)
+
+
+@pytest.mark.parametrize("context, message", [
+    ("[" * 100_000 + "1" + "]" * 100_000, "expected a flat JSON list of numbers"),
+    ("[1.0, 1e999]", "NaN or infinite"),
+])
+def test_a_pathological_context_is_one_line_naming_the_row(tmp_path, capsys, context, message):
+    table = frame()
+    table.loc[2, "context"] = context
+    bad = tmp_path / "deep.csv"
+    table.to_csv(bad, index=False)
+    with pytest.raises(SystemExit) as exc:
+        cli.main_llm(["--out", str(tmp_path / "out"), "--judgments", str(bad)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "row 3 (file line 4), column 'context'" in err and message in err
+    assert "Traceback" not in err and "RecursionError" not in err
+
+
+@pytest.mark.parametrize("content", [b"PAR1" + bytes(range(256)) * 4 + b"PAR1", b"\x00" * 1000])
+def test_a_file_that_is_not_parquet_is_one_line(tmp_path, capsys, content):
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(content)
+    with pytest.raises(SystemExit) as exc:
+        cli.main_llm(["--out", str(tmp_path / "out"), "--judgments", str(bad)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"{bad}: cannot be read as Parquet" in err and "Traceback" not in err

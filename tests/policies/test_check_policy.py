@@ -238,8 +238,8 @@ CLOCK = {"deterministic", "shared_state", "picklable"}
     (FailsUnderGreedyWarmup, "valid_before_phi", "no rule for warm-up 'greedy'", {"valid_with_phi"}),
     (Unpicklable(), "picklable", "", set()),
     (RaisesOncePhiExists, "valid_with_phi", "no rule once Phi exists", set()),
-    (NonEdgeOncePhiExists, "valid_with_phi", "not an edge of the graph", set()),
-    (NonEdgeAfterT100, "valid_with_phi", "select at t=101 returned", set()),
+    (NonEdgeOncePhiExists, "only_edges", "not an edge of the graph", {"valid_with_phi"}),
+    (NonEdgeAfterT100, "valid_with_phi", "select at t=101 returned", {"only_edges"}),
     (GlobalRandomOncePhiExists, "different_draws", "select at t=", GLOBAL),
     (FirstReplicationWins, "shared_state", "keeps state across replications", set()),
     (SeedsTheGlobalGenerator, "different_draws", "building the policy seeded or drew from numpy's", set()),
@@ -259,7 +259,8 @@ def test_a_failed_check_raises_naming_it():
     report = study.check_policy(NonEdgeAfterT100, raise_on_failure=False)
     with pytest.raises(study.PolicyCheckError, match="valid_with_phi") as raised:
         study.check_policy(NonEdgeAfterT100)
-    assert isinstance(raised.value, AssertionError) and raised.value.report.failed == report.failed == ["valid_with_phi"]
+    assert isinstance(raised.value, AssertionError)
+    assert raised.value.report.failed == report.failed == ["only_edges", "valid_with_phi"]
 
 
 def test_stopped_runs_skip_the_checks_that_need_them_and_time_is_checked():

@@ -133,7 +133,9 @@ def test_uncommitted_parts_are_ignored_and_cleaned(ray_session, tmp_path):
     assert run_regret(tmp_path, batch="3") == 0
     before = storage.load(tmp_path, "regret")
     (_, record), *_ = storage.read_commits(tmp_path, "regret")
-    stray = tmp_path / "regret" / "part-crashed-00000.parquet"  # a part whose record never got written
+    # a part whose record never got written, of a run the manifest records (a part of no run is refused:
+    # tests/results/test_records_belong_to_runs.py)
+    stray = tmp_path / "regret" / f"part-{record['run_id']}-09999.parquet"
     shutil.copy(tmp_path / "regret" / record["files"]["trajectory"]["file"], stray)
     (tmp_path / "regret" / "_tmp-abc-part.parquet").write_bytes(b"partial")
     pd.testing.assert_frame_equal(storage.load(tmp_path, "regret"), before)

@@ -125,6 +125,8 @@ def test_verify_says_what_it_checked_or_that_there_is_nothing(tmp_path, capsys):
     from study.runner.worker import run_batch
 
     result = run_batch("regret", plan.cells[0], [(0, 5)], record_intervals=False)
+    (tmp_path / "regret").mkdir()
+    storage.write_manifest({"study": "regret", "runs": [{"run_id": "r"}]}, tmp_path, "regret")  # records belong to runs
     commit_batch(tmp_path, "regret", "part-r-00000.parquet", {"trajectory": result["trajectory"]}, [], "r",
                  numerics={result["numerics"]["key"]: 1})
     assert results_main(["verify", str(tmp_path)]) == 0

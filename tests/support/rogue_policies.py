@@ -30,6 +30,7 @@ def attempts(kind: str) -> int:
 
 class _Rogue:
     kind = "rogue"
+    policy_needs = ("files",)  # the attempt files (the audit hook of user policies refuses undeclared writes)
 
     def __init__(self, setting):
         self.inner = make_policy("RB", setting)

@@ -1,0 +1,1 @@
+"""A contestant that patches the environment when imported (issue 35): see ``patch``."""
