@@ -139,7 +139,7 @@ def bootstrap(i, j, X, wins, m, n_items, *, ties=None, reps: int = 200, seed: in
     n = int(n_items)
     reps = check.integer("reps", reps, low=2, high=MAX_REPS)
     check_fit_size(n, X.shape[1], len(i), f"bootstrap with {reps:,} resamples", fits=reps + 1,
-                   extra_bytes=8.0 * reps * n * X.shape[1])  # every fit, and the replicates kept
+                   extra_bytes=8.0 * reps * n * X.shape[1], compared=(i, j))  # every fit, and the replicates kept
     seed = check.integer("seed", seed, low=0)
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")

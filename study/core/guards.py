@@ -41,9 +41,14 @@ def fit_cost(n_items: int, dim: int, rows: int, factorisations: int = NEWTON_FAC
 
 
 def check_fit_size(n_items: int, dim: int, rows: int, what: str, factorisations: int = NEWTON_FACTORISATIONS,
-                   fits: int = 1, extra_bytes: float = 0.0, dense: bool = False):
+                   fits: int = 1, extra_bytes: float = 0.0, dense: bool = False, compared=None):
     """ValueError naming ``what`` and the estimate when the work is clearly out of reach; a
-    RuntimeWarning with the estimate when it is within reach but long (above :data:`WARN_SECONDS`)."""
+    RuntimeWarning with the estimate when it is within reach but long (above :data:`WARN_SECONDS`).
+
+    ``compared``: the rows' item indices ``(i, j)``.  A long fit (above :data:`WARN_SECONDS`) with
+    items that no row compares is refused rather than warned of: those items' estimates are set by
+    the tie-break alone, and they are what makes it long (the (n d)^4 term of :func:`fit_cost`), so
+    the same fit over the compared items only is the one to run."""
     memory, seconds = fit_cost(n_items, dim, rows, factorisations, fits, dense)
     memory += extra_bytes
     sizes = f"{what} with {rows:,} rows, n_items={n_items:,}, d={dim}"
@@ -54,6 +59,14 @@ def check_fit_size(n_items: int, dim: int, rows: int, what: str, factorisations:
             f"{sizes} is out of reach: it would need about {memory / 2 ** 30:.3g} GiB of memory and "
             f"{seconds / 3600:.3g} CPU-hours (limits {MEMORY_LIMIT_BYTES / 2 ** 30:g} GiB, "
             f"{TIME_LIMIT_SECONDS / 3600:g} h); {advice}")
+    if seconds > WARN_SECONDS and compared is not None:
+        seen = np.unique(np.concatenate([np.ravel(compared[0]), np.ravel(compared[1])])).size
+        if seen < n_items:
+            raise ValueError(
+                f"{sizes} would take about {seconds / 60:.3g} CPU-minutes and {memory / 2 ** 30:.3g} GiB of memory, "
+                f"and {n_items - seen:,} of its {n_items:,} items appear in no row (their estimates would be set by "
+                f"the tie-break alone, and they are what makes it long): fit the {seen:,} compared items only "
+                "(renumber them 0, 1, ...)")
     if seconds > WARN_SECONDS:
         warnings.warn(f"{sizes} will take about {seconds / 60:.3g} CPU-minutes and {memory / 2 ** 30:.3g} GiB of memory "
                       f"(an estimate); to be quicker, {advice}", RuntimeWarning, stacklevel=3)

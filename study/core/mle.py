@@ -332,7 +332,7 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
         radius = check.real("radius", radius, low=0.0, low_open=True)
     if tol is not None:
         tol = check.tolerance("tol", tol)
-    check_fit_size(n_items, X.shape[1], i.size, "fit_btl")  # issue 18: refusals before any work
+    check_fit_size(n_items, X.shape[1], i.size, "fit_btl", compared=(i, j))  # issue 18: refusals before any work
     rows = aggregate(i, j, X, wins, ties, m)
     i, j, X, m = rows.i, rows.j, rows.X, rows.m
     wins = outcomes.score(rows.wins, rows.ties)  # what the row store takes: a tie half a win

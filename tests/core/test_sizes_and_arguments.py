@@ -67,21 +67,31 @@ def test_the_fit_cost_includes_the_items():
         assert cpu / 2 < seconds < 2 * cpu and peak / 2 < memory / 2 ** 20 < 2 * peak, (n, seconds, memory)
 
 
-def test_a_fit_of_a_million_items_on_200_rows_warns_with_the_estimate_before_any_work():
+def test_a_fit_of_a_million_items_on_200_rows_is_refused_with_the_estimate_before_any_work():
     """Issue 35: it ran past 240 s at 1.3 GB with no estimate (the size model ignored n).  Its
-    estimate, about 28 CPU-minutes and 1.2 GiB, is within the limits, so it warns first (the
-    warning is made an error here, so that nothing runs)."""
+    estimate, about 28 CPU-minutes and 1.2 GiB, is within the limits, but 999,950 of its items
+    appear in no row: they are what makes it long, and only the tie-break sets them, so it is
+    refused, naming the fit over the compared items as the one to run."""
+    message = refused(lambda: study.fit_btl(I, J, X, WINS, 5, n_items=10 ** 6),
+                      r"fit_btl with 200 rows, n_items=1,000,000, d=2 would take about 2\d CPU-minutes and 1.2\d GiB "
+                      r"of memory, and 999,950 of its 1,000,000 items appear in no row")
+    assert "fit the 50 compared items only" in message
+    refused(lambda: study.bootstrap(I, J, X, WINS, 5, n_items=10 ** 6, reps=2), r"999,950 of its 1,000,000 items")
+
+
+def test_a_long_fit_warns_when_every_item_is_compared_and_is_refused_when_one_is_not(monkeypatch):
+    """The refusal is for long fits with items no row compares; a long fit of compared items only
+    warns with its estimate (here "long" is made 0 s, so that a small fit shows both paths)."""
     import warnings
 
+    from study.core import guards
+
+    monkeypatch.setattr(guards, "WARN_SECONDS", 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        tracemalloc.start()
-        with pytest.raises(RuntimeWarning, match=r"fit_btl with 200 rows, n_items=1,000,000, d=2 will take about "
-                                                 r"2\d CPU-minutes and 1.2\d GiB"):
-            study.fit_btl(I, J, X, WINS, 5, n_items=10 ** 6)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    assert peak < 20 * 2 ** 20
+        with pytest.raises(RuntimeWarning, match="fit_btl with 200 rows, n_items=50, d=2 will take about"):
+            study.fit_btl(I, J, X, WINS, 5, n_items=50)
+    refused(lambda: study.fit_btl(I, J, X, WINS, 5, n_items=51), r"1 of its 51 items appear in no row")
 
 
 def test_a_bootstrap_out_of_reach_is_refused_with_the_estimate():
