@@ -1,0 +1,247 @@
+"""Benchmark (not a test): the ranker as a service under load, against in-process tells in the same
+run, and its kill -9 fault run.
+
+    python -m benchmarks.service                          # the targets: 8 judges, 10,000 tells, n = 10, d = 10
+    python -m benchmarks.service --kills 10               # the fault run: 10 kill -9 of the server under load
+
+Each run makes a fresh store (RB, n = ``--items``, d = ``--dim``, T = tells + slack, seed 1) and a
+simulated judge (BTL with theta* ~ N(0, 1/d), contexts (1, N(0, 0.5^2) x (d - 1)), the outcome's
+uniform keyed by the ticket), and measures, in this order:
+
+* **in-process**: one loop of ``Ranker.ask`` + ``Ranker.tell`` in this process, ``--tells`` of them:
+  the reference (tells per second; p50 and p99 of each tell and each ask);
+* **one judge over HTTP**: the same loop through :class:`study.online.Client` against ``python -m
+  study.online serve`` (a separate process): the same latencies as seen by the judge (request sent
+  to answer decoded).  *Added per tell* = its p50 tell latency minus the in-process p50: what HTTP,
+  JSON, authentication and validation add to one tell (no waiting for other judges);
+* **``--judges`` judges over HTTP**: that many judge processes share ``--tells`` ask + tell loops
+  against one server: throughput (tells per second, first ask to last tell) and the judges' p50 and
+  p99 latencies, which include waiting for the other judges' asks and tells (the store takes one
+  at a time, as it does for several in-process writers); *capacity cost per tell* = 1 / (its
+  throughput) - 1 / (the in-process throughput).
+
+``--kills K``: instead, the fault run: ``--judges`` judges tell ``--tells`` outcomes while the server
+is killed with SIGKILL K times, each at a random moment 0.2-2 s after it answered again, and
+restarted at once on the same port (the judges' clients retry: :mod:`study.online.client`).  Then:
+every tell a judge saw acknowledged (2xx, or a retry recognised as recorded) is in the store once,
+with its outcome, and no other tell is; the continued store passes ``verify --replay`` (the stored
+estimate and checkpoint are the refitted history's, bit for bit).  Exit status 1 if not.
+
+Timings depend on the machine's load (printed with each number); run it on an idle machine for the
+record.  Run from the repository's root (the benchmarks are not installed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from study.online import Client, Ranker, verify_store
+
+TOKEN = "benchmark-token-0123456789abcdef"
+
+
+class Judge:
+    """A simulated judge: contexts from its own stream, outcomes keyed by the ticket."""
+
+    def __init__(self, n: int, dim: int, stream: int = 0):
+        self.truth = np.random.default_rng([1, n, dim]).normal(0.0, 1.0 / np.sqrt(dim), (n, dim))
+        self.contexts = np.random.default_rng([2, stream])
+        self.dim = dim
+
+    def context(self) -> np.ndarray:
+        return np.r_[1.0, self.contexts.normal(0.0, 0.5, self.dim - 1)]
+
+    def outcome(self, ticket) -> int:
+        x = np.asarray(ticket.x)
+        p = 1.0 / (1.0 + np.exp(-x @ (self.truth[ticket.other] - self.truth[ticket.major])))
+        return int(np.random.default_rng([7, ticket.id]).random() < p)
+
+
+def loop(ranker, judge: Judge, tells: int, acks=None) -> dict:
+    """``tells`` asks and tells; their latencies (seconds) and the wall-clock span."""
+    ask, tell = np.empty(tells), np.empty(tells)
+    start = time.monotonic()
+    for k in range(tells):
+        t0 = time.perf_counter()
+        ticket = ranker.ask(judge.context())
+        t1 = time.perf_counter()
+        wins = judge.outcome(ticket)
+        ranker.tell(ticket, wins)
+        t2 = time.perf_counter()
+        ask[k], tell[k] = t1 - t0, t2 - t1
+        if acks is not None:
+            acks.write(f"{ticket.id} {wins}\n")
+            acks.flush()
+    return {"ask": ask, "tell": tell, "start": start, "end": time.monotonic()}
+
+
+def judge_process(url: str, n: int, dim: int, stream: int, tells: int, out: str) -> None:
+    """One judge over HTTP (a process of its own): its latencies to ``out``.npz, acknowledged tells
+    to ``out``.acks as they come."""
+    with Client(url, token=TOKEN, retry_for=120.0) as client, open(f"{out}.acks", "w") as acks:
+        result = loop(client, Judge(n, dim, stream), tells, acks)
+    np.savez(out, ask=result["ask"], tell=result["tell"], span=[result["start"], result["end"]])
+
+
+class Server:
+    """``python -m study.online serve`` in a process of its own (started, killed, restarted)."""
+
+    def __init__(self, store: Path, n: int, dim: int, T: int, port: int = 0):
+        self.store, self.port, self.process = store, port, None
+        self.arguments = ["--n-items", str(n), "--dim", str(dim), "--T", str(T), "--seed", "1"]
+
+    def start(self) -> str:
+        env = {**os.environ, "STUDY_ONLINE_TOKEN": TOKEN}
+        self.process = subprocess.Popen([sys.executable, "-m", "study.online", "serve", str(self.store), "--port",
+                                         str(self.port), *self.arguments], stdout=subprocess.PIPE, env=env, text=True)
+        line = self.process.stdout.readline()
+        if " at http://" not in line:
+            raise RuntimeError(f"the server did not start: {line!r}")
+        self.url = line.split(" at ")[1].split()[0].rstrip("/")
+        self.port = int(self.url.rsplit(":", 1)[1])
+        return self.url
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=60)
+
+
+def percentiles(values) -> str:
+    return f"p50 {1e3 * np.percentile(values, 50):6.2f} ms, p99 {1e3 * np.percentile(values, 99):6.2f} ms"
+
+
+def run_judges(url: str, n: int, dim: int, judges: int, tells: int, folder: Path) -> list:
+    spawn = multiprocessing.get_context("spawn")
+    shares = [tells // judges + (k < tells % judges) for k in range(judges)]
+    processes = [spawn.Process(target=judge_process, args=(url, n, dim, 100 + k, shares[k], str(folder / f"judge{k}")))
+                 for k in range(judges)]
+    for p in processes:
+        p.start()
+    return processes
+
+
+def collect(folder: Path, judges: int) -> dict:
+    parts = [np.load(folder / f"judge{k}.npz") for k in range(judges)]
+    return {"ask": np.concatenate([p["ask"] for p in parts]), "tell": np.concatenate([p["tell"] for p in parts]),
+            "start": min(p["span"][0] for p in parts), "end": max(p["span"][1] for p in parts)}
+
+
+def report(name: str, result: dict, say) -> float:
+    tells = len(result["tell"])
+    rate = tells / (result["end"] - result["start"])
+    say(f"{name:<22} {tells:6d} tells in {result['end'] - result['start']:6.1f} s: {rate:6.1f} tells/s; "
+        f"tell {percentiles(result['tell'])}; ask {percentiles(result['ask'])} (load {os.getloadavg()[0]:.2f})")
+    return rate
+
+
+def throughput(args, folder: Path, say) -> dict:
+    n, dim, T = args.items, args.dim, args.tells + 100
+    with Ranker(folder / "inprocess.sqlite", n_items=n, dim=dim, T=T, seed=1) as ranker:
+        inprocess = loop(ranker, Judge(n, dim), args.tells)
+    rate_in = report("in-process", inprocess, say)
+    server = Server(folder / "one.sqlite", n, dim, T)
+    url = server.start()
+    try:
+        with Client(url, token=TOKEN) as client:
+            one = loop(client, Judge(n, dim), args.tells)
+    finally:
+        server.stop()
+    report("one judge over HTTP", one, say)
+    server = Server(folder / "many.sqlite", n, dim, T)
+    url = server.start()
+    try:
+        for p in run_judges(url, n, dim, args.judges, args.tells, folder):
+            p.join()
+            if p.exitcode:
+                raise RuntimeError(f"a judge failed (exit {p.exitcode})")
+    finally:
+        server.stop()
+    many = collect(folder, args.judges)
+    rate_many = report(f"{args.judges} judges over HTTP", many, say)
+    added = np.median(one["tell"]) - np.median(inprocess["tell"])
+    capacity = 1 / rate_many - 1 / rate_in
+    say(f"added per tell (p50, one judge): {1e3 * added:.3f} ms; capacity cost per tell ({args.judges} judges): "
+        f"{1e3 * capacity:.3f} ms; {args.judges} judges / in-process throughput: {rate_many / rate_in:.2f}")
+    return {"inprocess_rate": rate_in, "http_rate": rate_many, "added_p50_ms": 1e3 * added,
+            "capacity_ms": 1e3 * capacity, "load": os.getloadavg()[0]}
+
+
+def faults(args, folder: Path, say) -> int:
+    n, dim = args.items, args.dim
+    store = folder / "faults.sqlite"
+    server = Server(store, n, dim, T=2 * args.tells + 1000)
+    url = server.start()
+    rng = np.random.default_rng(args.seed)
+    processes = run_judges(url, n, dim, args.judges, args.tells, folder)
+    kills = []
+    for _ in range(args.kills):
+        time.sleep(rng.uniform(0.2, 2.0))
+        if not any(p.is_alive() for p in processes):
+            break
+        server.kill()
+        started = time.monotonic()
+        server.start()
+        kills.append(time.monotonic() - started)
+    for p in processes:
+        p.join()
+    server.stop()
+    failed = [p.exitcode for p in processes if p.exitcode]
+    acked = {}
+    for k in range(args.judges):
+        for line in open(folder / f"judge{k}.acks"):
+            ticket, wins = map(int, line.split())
+            acked[ticket] = wins
+    import sqlite3
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    stored = dict(conn.execute("SELECT ask_id, wins FROM tells"))
+    open_tickets = conn.execute("SELECT count(*) FROM asks WHERE status = 'open'").fetchone()[0]
+    conn.close()
+    lost = sorted(t for t in acked if t not in stored)
+    changed = sorted(t for t in acked if t in stored and stored[t] != acked[t])
+    unacknowledged = sorted(t for t in stored if t not in acked)
+    summary = verify_store(store, replay=True)
+    say(f"fault run: {len(kills)} kill -9 under load by {args.judges} judges (restart to first answer: "
+        f"{', '.join(f'{s:.1f}' for s in kills)} s); {len(acked)} tells acknowledged, {len(stored)} stored: "
+        f"{len(lost)} lost, {len(changed)} with another outcome, {len(unacknowledged)} stored but not acknowledged; "
+        f"{open_tickets} tickets left open (asks whose answer a kill cut off); verify --replay: ok, "
+        f"{summary['counts']['told']} told; judges failed: {len(failed)}")
+    return 0 if not (lost or changed or unacknowledged or failed) and len(kills) == args.kills else 1
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=10)
+    parser.add_argument("--dim", type=int, default=10)
+    parser.add_argument("--tells", type=int, default=10_000)
+    parser.add_argument("--judges", type=int, default=8)
+    parser.add_argument("--kills", type=int, default=0, help="the fault run: kill -9 the server this many times")
+    parser.add_argument("--seed", type=int, default=0, help="of the kill moments")
+    parser.add_argument("--out", type=Path, help="where the stores and the judges' files go (default: a temporary "
+                                                 "directory); --out also gets service.json")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.out or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        if args.kills:
+            return faults(args, folder, print)
+        result = throughput(args, folder, print)
+        (folder / "service.json").write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
