@@ -21,8 +21,10 @@ uniform keyed by the ticket), and measures, in this order:
   throughput) - 1 / (the in-process throughput).
 
 ``--kills K``: instead, the fault run: ``--judges`` judges tell ``--tells`` outcomes while the server
-is killed with SIGKILL K times, each at a random moment 0.2-2 s after it answered again, and
-restarted at once on the same port (the judges' clients retry: :mod:`study.online.client`).  Then:
+is killed with SIGKILL K times, at K random points of the run (once the store has told a number
+of outcomes drawn uniformly from 1 .. tells - 1, plus 0-50 ms: anywhere in the requests in
+flight), and restarted at once on the same port (the judges' clients retry:
+:mod:`study.online.client`).  Then:
 every tell a judge saw acknowledged (2xx, or a retry recognised as recorded) is in the store once,
 with its outcome, and no other tell is; the continued store passes ``verify --replay`` (the stored
 estimate and checkpoint are the refitted history's, bit for bit).  Exit status 1 if not.
@@ -186,16 +188,19 @@ def faults(args, folder: Path, say) -> int:
     server = Server(store, n, dim, T=2 * args.tells + 1000)
     url = server.start()
     rng = np.random.default_rng(args.seed)
+    points = np.sort(rng.choice(np.arange(1, args.tells), size=args.kills, replace=False))
     processes = run_judges(url, n, dim, args.judges, args.tells, folder)
-    kills = []
-    for _ in range(args.kills):
-        time.sleep(rng.uniform(0.2, 2.0))
-        if not any(p.is_alive() for p in processes):
-            break
-        server.kill()
-        started = time.monotonic()
-        server.start()
-        kills.append(time.monotonic() - started)
+    kills, at = [], []
+    with Client(url, retry_for=120.0) as watcher:
+        for point in points:
+            while watcher.n_told < point and any(p.is_alive() for p in processes):
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0.0, 0.05))  # anywhere in the tells in flight, not just after one
+            at.append(watcher.n_told)
+            server.kill()
+            started = time.monotonic()
+            server.start()
+            kills.append(time.monotonic() - started)
     for p in processes:
         p.join()
     server.stop()
@@ -214,8 +219,9 @@ def faults(args, folder: Path, say) -> int:
     changed = sorted(t for t in acked if t in stored and stored[t] != acked[t])
     unacknowledged = sorted(t for t in stored if t not in acked)
     summary = verify_store(store, replay=True)
-    say(f"fault run: {len(kills)} kill -9 under load by {args.judges} judges (restart to first answer: "
-        f"{', '.join(f'{s:.1f}' for s in kills)} s); {len(acked)} tells acknowledged, {len(stored)} stored: "
+    say(f"fault run: {len(kills)} kill -9 under load by {args.judges} judges, at {', '.join(map(str, at))} told "
+        f"(restart to serving: {', '.join(f'{s:.1f}' for s in kills)} s); {len(acked)} tells acknowledged, "
+        f"{len(stored)} stored: "
         f"{len(lost)} lost, {len(changed)} with another outcome, {len(unacknowledged)} stored but not acknowledged; "
         f"{open_tickets} tickets left open (asks whose answer a kill cut off); verify --replay: ok, "
         f"{summary['counts']['told']} told; judges failed: {len(failed)}")
@@ -239,7 +245,8 @@ def main(argv=None) -> int:
         if args.kills:
             return faults(args, folder, print)
         result = throughput(args, folder, print)
-        (folder / "service.json").write_text(json.dumps(result, indent=1))
+        if args.out:
+            (folder / "service.json").write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import socket
 import stat
 import sys
@@ -100,6 +101,11 @@ def creation_arguments(args) -> dict:
     return {**settings, **given}
 
 
+def reads_need_the_token(host: str, open_reads: bool) -> bool:
+    """Reads are open on loopback; elsewhere they need the token, unless ``--open-reads``."""
+    return not is_loopback(host) and not open_reads
+
+
 def listening_socket(host: str, port: int) -> socket.socket:
     """The server's socket, bound before the app starts (so that ``--port 0`` can print its port).
     Declared TCP (proto IPPROTO_TCP), else asyncio leaves Nagle's algorithm on for its connections
@@ -114,6 +120,10 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def stopped(number, frame):
+    raise SystemExit(0)
 
 
 def serve(args) -> int:
@@ -138,7 +148,7 @@ def serve(args) -> int:
         ranker.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    reads_need_token = not is_loopback(args.host) and not args.open_reads
+    reads_need_token = reads_need_the_token(args.host, args.open_reads)
     app = create_app(ranker, token=token, reads_need_token=reads_need_token, max_body=args.max_body)
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
@@ -149,6 +159,8 @@ def serve(args) -> int:
           f"{'need it too' if reads_need_token else 'do not'})", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="off",
                             timeout_keep_alive=30)
+    for number in (signal.SIGINT, signal.SIGTERM):  # uvicorn shuts down gracefully, then raises the signal
+        signal.signal(number, stopped)            # again with these handlers back: exit 0, the store closed
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

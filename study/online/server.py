@@ -47,6 +47,7 @@ from typing import Literal, Optional
 
 import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -86,42 +87,27 @@ class BodyLimit:
     def __init__(self, app, limit: int):
         self.app, self.limit = app, limit
 
+    def detail(self) -> str:
+        return f"the request body is over the limit of {self.limit:,} bytes; send fewer outcomes per tell_many"
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            return await self._refuse(send)
-        received, started = 0, False
+            return await JSONResponse({"detail": self.detail()}, status_code=413)(scope, receive, send)
+        received = 0
 
         async def limited():
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _TooLarge()
+                if received > self.limit:  # raised where the route reads its body: a 413 response
+                    raise HTTPException(413, self.detail())
             return message
 
-        async def watched(message):
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited, watched)
-        except _TooLarge:
-            if not started:
-                await self._refuse(send)
-
-    async def _refuse(self, send):
-        response = JSONResponse({"detail": f"the request body is over the limit of {self.limit:,} bytes; send fewer "
-                                           "outcomes per tell_many"}, status_code=413)
-        await response({"type": "http"}, None, send)
-
-
-class _TooLarge(Exception):
-    pass
+        await self.app(scope, limited, send)
 
 
 def invalid(loc: tuple, message: str, value=None) -> RequestValidationError:
@@ -136,6 +122,17 @@ def refused(status: int, detail: str, **fields) -> JSONResponse:
 def finite_or_none(value):
     value = float(value)
     return value if np.isfinite(value) else None
+
+
+def json_safe(value):
+    """``value`` with the floats JSON cannot hold (NaN, inf: echoed from a refused input) as text."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    return value
 
 
 def records(frame) -> list:
@@ -199,6 +196,10 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
 
     write, read = [Depends(writer)], [Depends(reader)]
 
+    @app.exception_handler(RequestValidationError)
+    async def request_refused(request, exc):  # FastAPI's own form, with the values JSON can hold
+        return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+
     @app.exception_handler(StoreFileError)
     async def file_refused(request, exc):
         return refused(503, str(exc))
@@ -251,6 +252,10 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
         return refused(404 if exc.reason == "never_asked" else 409, str(exc), reason=exc.reason, ticket=exc.ticket,
                        outcome=exc.outcome, stored=exc.stored, same_outcome=same)
 
+    @app.exception_handler(TicketError)
+    async def ticket_error(request, exc):  # refused before the ranker saw it (another store)
+        return ticket_refused(exc, [])
+
     def ticket_id(t) -> int:
         return t.id if isinstance(t, Ticket) else t
 
@@ -283,7 +288,13 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
     @app.post(f"{P}/tell_many", response_model=api.ToldMany, dependencies=write, responses=REFUSALS,
               summary="a batch of outcomes (one transaction: all or none)")
     async def tell_many(body: api.TellManyRequest):
-        batch = [outcome(o, ("body", "outcomes", k)) for k, o in enumerate(body.outcomes)]
+        batch, seen = [], {}
+        for k, o in enumerate(body.outcomes):
+            if o.ticket in seen:
+                raise invalid(("body", "outcomes", k, "ticket"), f"ticket {o.ticket} is told twice in this batch "
+                                                                 f"(outcome {seen[o.ticket]})", o.ticket)
+            seen[o.ticket] = k
+            batch.append(outcome(o, ("body", "outcomes", k)))
         try:
             told = service.ranker.tell_many(batch)
         except TicketError as exc:
