@@ -92,7 +92,8 @@ def judge_process(url: str, n: int, dim: int, stream: int, tells: int, out: str)
     to ``out``.acks as they come."""
     with Client(url, token=TOKEN, retry_for=120.0) as client, open(f"{out}.acks", "w") as acks:
         result = loop(client, Judge(n, dim, stream), tells, acks)
-    np.savez(out, ask=result["ask"], tell=result["tell"], span=[result["start"], result["end"]])
+    np.savez(out, ask=result["ask"], tell=result["tell"], span=[result["start"], result["end"]],
+             recorded_on_retry=client.recorded_on_retry)
 
 
 class Server:
@@ -219,9 +220,10 @@ def faults(args, folder: Path, say) -> int:
     changed = sorted(t for t in acked if t in stored and stored[t] != acked[t])
     unacknowledged = sorted(t for t in stored if t not in acked)
     summary = verify_store(store, replay=True)
+    recognised = sum(int(np.load(folder / f"judge{k}.npz")["recorded_on_retry"]) for k in range(args.judges))
     say(f"fault run: {len(kills)} kill -9 under load by {args.judges} judges, at {', '.join(map(str, at))} told "
         f"(restart to serving: {', '.join(f'{s:.1f}' for s in kills)} s); {len(acked)} tells acknowledged, "
-        f"{len(stored)} stored: "
+        f"{len(stored)} stored ({recognised} of them recognised as recorded when retried): "
         f"{len(lost)} lost, {len(changed)} with another outcome, {len(unacknowledged)} stored but not acknowledged; "
         f"{open_tickets} tickets left open (asks whose answer a kill cut off); verify --replay: ok, "
         f"{summary['counts']['told']} told; judges failed: {len(failed)}")

@@ -81,6 +81,7 @@ class Client:
         self.timeout, self.retry_for = float(timeout), float(retry_for)
         self._conn = None
         self._config = None
+        self.recorded_on_retry = 0  # writes whose lost first try the server had recorded (module docstring)
 
     # --- HTTP -----------------------------------------------------------------------------------
     def _connection(self):
@@ -122,6 +123,7 @@ class Client:
         if status < 300:
             return answer
         if retried and recorded is not None and recorded(answer):
+            self.recorded_on_retry += 1
             return None
         raise _exception(status, answer)
 

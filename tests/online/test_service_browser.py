@@ -106,3 +106,13 @@ def test_the_page_follows_tells_from_another_process_without_a_reload(tmp_path):
     assert not errors, errors
     assert all(url.startswith(server.url) for url in requests if not url.startswith(("blob:", "data:"))), requests
     verify_store(store)
+
+
+def test_the_demo_draws_the_docs_screenshot(tmp_path):
+    playwright_or_skip()
+    root = Path(__file__).resolve().parents[2]
+    shot = tmp_path / "page.png"
+    demo = subprocess.run([sys.executable, str(root / "examples" / "service_demo.py"), "--port", "0", "--tells", "80",
+                           "--screenshot", str(shot)], capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    assert shot.read_bytes().startswith(b"\x89PNG") and "saved" in demo.stdout

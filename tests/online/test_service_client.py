@@ -101,7 +101,7 @@ def test_a_tell_whose_answer_is_lost_is_retried_recognised_and_counted_once(tmp_
                     assert ranker.tell_many([(t, 1) for t in tickets]) == 3
                 else:
                     ranker.tell(tickets[0], wins=1)
-                assert proxy.lost == 1  # the first answer never came: the client retried
+                assert proxy.lost == 1 and ranker.recorded_on_retry == 1  # the first answer never came: retried
                 assert ranker.n_told == (3 if batch else 1)
                 with pytest.raises(TicketError, match="already told"):
                     ranker.tell(tickets[0], wins=0)  # another outcome is refused
