@@ -70,9 +70,9 @@ class Judge:
 
 
 def loop(ranker, judge: Judge, tells: int, acks=None) -> dict:
-    """``tells`` asks and tells; their latencies (seconds) and the wall-clock span."""
+    """``tells`` asks and tells; their latencies (seconds), the wall-clock span and this process's CPU."""
     ask, tell = np.empty(tells), np.empty(tells)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     for k in range(tells):
         t0 = time.perf_counter()
         ticket = ranker.ask(judge.context())
@@ -84,7 +84,7 @@ def loop(ranker, judge: Judge, tells: int, acks=None) -> dict:
         if acks is not None:
             acks.write(f"{ticket.id} {wins}\n")
             acks.flush()
-    return {"ask": ask, "tell": tell, "start": start, "end": time.monotonic()}
+    return {"ask": ask, "tell": tell, "start": start, "end": time.monotonic(), "cpu": time.process_time() - cpu}
 
 
 def judge_process(url: str, n: int, dim: int, stream: int, tells: int, out: str) -> None:
@@ -92,7 +92,7 @@ def judge_process(url: str, n: int, dim: int, stream: int, tells: int, out: str)
     to ``out``.acks as they come."""
     with Client(url, token=TOKEN, retry_for=120.0) as client, open(f"{out}.acks", "w") as acks:
         result = loop(client, Judge(n, dim, stream), tells, acks)
-    np.savez(out, ask=result["ask"], tell=result["tell"], span=[result["start"], result["end"]],
+    np.savez(out, ask=result["ask"], tell=result["tell"], span=[result["start"], result["end"]], cpu=result["cpu"],
              recorded_on_retry=client.recorded_on_retry)
 
 
@@ -122,6 +122,14 @@ class Server:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=60)
 
+    def cpu(self) -> float:
+        """The server's CPU seconds so far (Linux: /proc; NaN elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 
 def percentiles(values) -> str:
     return f"p50 {1e3 * np.percentile(values, 50):6.2f} ms, p99 {1e3 * np.percentile(values, 99):6.2f} ms"
@@ -140,7 +148,8 @@ def run_judges(url: str, n: int, dim: int, judges: int, tells: int, folder: Path
 def collect(folder: Path, judges: int) -> dict:
     parts = [np.load(folder / f"judge{k}.npz") for k in range(judges)]
     return {"ask": np.concatenate([p["ask"] for p in parts]), "tell": np.concatenate([p["tell"] for p in parts]),
-            "start": min(p["span"][0] for p in parts), "end": max(p["span"][1] for p in parts)}
+            "start": min(p["span"][0] for p in parts), "end": max(p["span"][1] for p in parts),
+            "cpu": sum(float(p["cpu"]) for p in parts)}
 
 
 def report(name: str, result: dict, say) -> float:
@@ -159,18 +168,22 @@ def throughput(args, folder: Path, say) -> dict:
     server = Server(folder / "one.sqlite", n, dim, T)
     url = server.start()
     try:
+        before = server.cpu()
         with Client(url, token=TOKEN) as client:
             one = loop(client, Judge(n, dim), args.tells)
+        one_server = server.cpu() - before
     finally:
         server.stop()
     report("one judge over HTTP", one, say)
     server = Server(folder / "many.sqlite", n, dim, T)
     url = server.start()
     try:
+        before = server.cpu()
         for p in run_judges(url, n, dim, args.judges, args.tells, folder):
             p.join()
             if p.exitcode:
                 raise RuntimeError(f"a judge failed (exit {p.exitcode})")
+        many_server = server.cpu() - before
     finally:
         server.stop()
     many = collect(folder, args.judges)
@@ -179,8 +192,15 @@ def throughput(args, folder: Path, say) -> dict:
     capacity = 1 / rate_many - 1 / rate_in
     say(f"added per tell (p50, one judge): {1e3 * added:.3f} ms; capacity cost per tell ({args.judges} judges): "
         f"{1e3 * capacity:.3f} ms; {args.judges} judges / in-process throughput: {rate_many / rate_in:.2f}")
+    per = 1e3 / args.tells  # CPU per ask + tell (ms): what the machine's load changes least
+    cpu = {"inprocess_cpu_ms": per * inprocess["cpu"], "one_server_cpu_ms": per * one_server,
+           "one_judge_cpu_ms": per * one["cpu"], "many_server_cpu_ms": per * many_server,
+           "many_judges_cpu_ms": per * many["cpu"]}
+    say(f"CPU per ask + tell: in-process {cpu['inprocess_cpu_ms']:.3f} ms; one judge: server "
+        f"{cpu['one_server_cpu_ms']:.3f} ms + judge {cpu['one_judge_cpu_ms']:.3f} ms; {args.judges} judges: server "
+        f"{cpu['many_server_cpu_ms']:.3f} ms + judges {cpu['many_judges_cpu_ms']:.3f} ms")
     return {"inprocess_rate": rate_in, "http_rate": rate_many, "added_p50_ms": 1e3 * added,
-            "capacity_ms": 1e3 * capacity, "load": os.getloadavg()[0]}
+            "capacity_ms": 1e3 * capacity, **cpu, "load": os.getloadavg()[0]}
 
 
 def faults(args, folder: Path, say) -> int:

@@ -46,11 +46,11 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import numpy as np
-from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
@@ -108,6 +108,35 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+class TokenGate:
+    """ASGI middleware: the token, checked in one place before anything else.  Ask, tell, tell_many
+    and expire need ``Authorization: Bearer TOKEN`` (401 without it, 403 with another); the other
+    routes of the API too with ``reads_need_token``, except health and the schema; the page and its
+    assets never (their data come from the API)."""
+
+    WRITES = frozenset(f"{P}/{name}" for name in ("ask", "tell", "tell_many", "expire"))
+    OPEN = frozenset((f"{P}/health", f"{P}/openapi.json"))
+
+    def __init__(self, app, token: str, reads_need_token: bool):
+        self.app, self.expected, self.reads_need_token = app, f"bearer {token}".encode(), reads_need_token
+
+    @classmethod
+    def guarded(cls, path: str, reads_need_token: bool) -> bool:
+        return path in cls.WRITES or (reads_need_token and path.startswith(f"{P}/") and path not in cls.OPEN)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self.guarded(scope["path"], self.reads_need_token):
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if given[:7].lower() != b"bearer ":
+                return await JSONResponse(
+                    {"detail": "this needs the server's token: send 'Authorization: Bearer TOKEN' (the token is in "
+                               "the file beside the store, or the server's STUDY_ONLINE_TOKEN)"},
+                    status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            if not secrets.compare_digest(b"bearer " + given[7:].strip(), self.expected):
+                return await JSONResponse({"detail": "wrong token"}, status_code=403)(scope, receive, send)
+        await self.app(scope, receive, send)
 
 
 def invalid(loc: tuple, message: str, value=None) -> RequestValidationError:
@@ -175,26 +204,23 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
     app = FastAPI(title="study.online ranker", version=__version__, openapi_url=f"{P}/openapi.json", docs_url=None,
                   redoc_url=None, description=__doc__.split("\n\n")[0], lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=max_body)
+    app.add_middleware(TokenGate, token=token, reads_need_token=reads_need_token)
     app.state.service = service
-    bearer = HTTPBearer(auto_error=False, description="the server's token (its file beside the store, 0600)")
-    expected = token.encode()
 
-    def authorised(credentials: Optional[HTTPAuthorizationCredentials]) -> None:
-        if credentials is None:
-            raise HTTPException(401, "this needs the server's token: send 'Authorization: Bearer TOKEN' (the token "
-                                     "is in the file beside the store, or the server's STUDY_ONLINE_TOKEN)",
-                                headers={"WWW-Authenticate": "Bearer"})
-        if not secrets.compare_digest(credentials.credentials.encode(), expected):
-            raise HTTPException(403, "wrong token")
+    def openapi() -> dict:  # the gate's rule in the schema: which routes need the bearer token
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            schema.setdefault("components", {})["securitySchemes"] = {"HTTPBearer": {
+                "type": "http", "scheme": "bearer", "description": "the server's token (the file beside the store, "
+                                                                  "0600, or STUDY_ONLINE_TOKEN)"}}
+            for path, operations in schema["paths"].items():
+                if TokenGate.guarded(path, reads_need_token):
+                    for operation in operations.values():
+                        operation["security"] = [{"HTTPBearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
 
-    async def writer(credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
-        authorised(credentials)
-
-    async def reader(credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
-        if reads_need_token:
-            authorised(credentials)
-
-    write, read = [Depends(writer)], [Depends(reader)]
+    app.openapi = openapi
 
     @app.exception_handler(RequestValidationError)
     async def request_refused(request, exc):  # FastAPI's own form, with the values JSON can hold
@@ -263,7 +289,7 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
         return refused(409, "nothing asked yet: no context to rank at", reason="nothing_asked")
 
     # --- writes ---------------------------------------------------------------------------------
-    @app.post(f"{P}/ask", response_model=api.TicketModel, dependencies=write, responses=REFUSALS,
+    @app.post(f"{P}/ask", response_model=api.TicketModel, responses=REFUSALS,
               summary="the pair to compare for a context")
     async def ask(body: api.AskRequest):
         x = context(body.x, ("body", "x"))
@@ -273,9 +299,9 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
             raise
         except ValueError as exc:  # x is valid: the horizon is used up
             return refused(409, str(exc), reason="horizon")
-        return ticket_json(ticket)
+        return JSONResponse(ticket_json(ticket))  # built here: the hot path skips re-validating its own answer
 
-    @app.post(f"{P}/tell", response_model=api.Told, dependencies=write, responses=REFUSALS,
+    @app.post(f"{P}/tell", response_model=api.Told, responses=REFUSALS,
               summary="one outcome (one transaction)")
     async def tell(body: api.Outcome):
         ticket, wins, m, ties = outcome(body, ("body",))
@@ -283,9 +309,9 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
             service.ranker.tell(ticket, wins, m, ties)
         except TicketError as exc:
             return ticket_refused(exc, [(ticket_id(ticket), wins, m, ties)])
-        return {"ticket": body.ticket, "seq": service.n_told, "n_told": service.n_told}
+        return JSONResponse({"ticket": body.ticket, "seq": service.n_told, "n_told": service.n_told})
 
-    @app.post(f"{P}/tell_many", response_model=api.ToldMany, dependencies=write, responses=REFUSALS,
+    @app.post(f"{P}/tell_many", response_model=api.ToldMany, responses=REFUSALS,
               summary="a batch of outcomes (one transaction: all or none)")
     async def tell_many(body: api.TellManyRequest):
         batch, seen = [], {}
@@ -301,7 +327,7 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
             return ticket_refused(exc, [(ticket_id(t), w, m, c) for t, w, m, c in batch])
         return {"told": told, "first_seq": service.n_told - told + 1 if told else None, "n_told": service.n_told}
 
-    @app.post(f"{P}/expire", response_model=api.Expired, dependencies=write, responses=REFUSALS,
+    @app.post(f"{P}/expire", response_model=api.Expired, responses=REFUSALS,
               summary="close open tickets without an outcome")
     async def expire(body: api.ExpireRequest):
         if (body.ticket is None) == (body.older_than is None):
@@ -319,11 +345,11 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
     async def health():
         return {"status": "ok", "version": __version__, "api": api.VERSION}
 
-    @app.get(f"{P}/state", response_model=api.State, dependencies=read, responses=REFUSALS)
+    @app.get(f"{P}/state", response_model=api.State, responses=REFUSALS)
     async def state():
         return service.state()
 
-    @app.get(f"{P}/config", response_model=api.ConfigModel, dependencies=read, responses=REFUSALS)
+    @app.get(f"{P}/config", response_model=api.ConfigModel, responses=REFUSALS)
     async def get_config():
         c = service.config
         return {"store": service.ranker.path.name, "store_id": service.ranker.store_id, "n_items": c.n_items, "dim": c.dim,
@@ -331,11 +357,11 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
                 "gamma": c.gamma, "c_lambda": c.c_lambda, "tie_break": c.tie_break,
                 "edges": None if c.edges is None else [list(e) for e in c.edges], "readonly_reads": reads_need_token}
 
-    @app.get(f"{P}/pending", response_model=list[api.TicketModel], dependencies=read, responses=REFUSALS)
+    @app.get(f"{P}/pending", response_model=list[api.TicketModel], responses=REFUSALS)
     async def pending():
         return [ticket_json(t) for t in service.ranker.pending()]
 
-    @app.get(f"{P}/estimate", response_model=api.Estimate, dependencies=read, responses=REFUSALS)
+    @app.get(f"{P}/estimate", response_model=api.Estimate, responses=REFUSALS)
     async def estimate():
         return {"n_told": service.ranker.n_told, "theta": service.ranker.theta.tolist()}
 
@@ -347,7 +373,7 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
         except ValueError as exc:
             raise invalid(("query", "tightest_at"), str(exc), value) from None
 
-    @app.get(f"{P}/ranking", response_model=api.Ranking, dependencies=read, responses=REFUSALS,
+    @app.get(f"{P}/ranking", response_model=api.Ranking, responses=REFUSALS,
              summary="the items ranked at a context, with CIs (or anytime CSs) and per-item counts")
     async def ranking(level: float = Query(0.95, gt=0.0, lt=1.0), se: SE = "model", anytime: bool = False,
                       tightest_at: Optional[float] = None, x: Optional[list[float]] = Query(None)):
@@ -360,7 +386,7 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
         return {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": se, "score": table.attrs["score"],
                 "n_told": service.n_told, "rows": records(table), "items": service.items()}
 
-    @app.get(f"{P}/intervals", response_model=api.Intervals, dependencies=read, responses=REFUSALS)
+    @app.get(f"{P}/intervals", response_model=api.Intervals, responses=REFUSALS)
     async def intervals(level: float = Query(0.95, gt=0.0, lt=1.0), se: SE = "model", anytime: bool = False,
                         tightest_at: Optional[float] = None):
         tight = tightest(tightest_at)
@@ -370,7 +396,7 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
             return refused(409, str(exc), reason="no_intervals")
         return {"n_told": service.n_told, "rows": records(table)}
 
-    @app.get(f"{P}/decision", response_model=api.DecisionModel, dependencies=read, responses=REFUSALS,
+    @app.get(f"{P}/decision", response_model=api.DecisionModel, responses=REFUSALS,
              summary="the stopping rule's verdict (names, margin, in words)")
     async def decision(level: float = Query(0.95, gt=0.0, lt=1.0), top: int = Query(1, ge=1), se: SE = "model",
                        anytime: bool = True, tightest_at: Optional[float] = None,
@@ -387,12 +413,12 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
                 "anytime": verdict.anytime, "judgments": verdict.judgments, "words": verdict.words(),
                 "x": x.tolist(), "n_told": service.n_told}
 
-    @app.get(f"{P}/told", response_model=api.ToldPage, dependencies=read, responses=REFUSALS,
+    @app.get(f"{P}/told", response_model=api.ToldPage, responses=REFUSALS,
              summary="the told rows with seq > after, in order (paged)")
     async def told(after: int = Query(0, ge=0), limit: int = Query(1000, ge=1, le=MAX_PAGE)):
         return service.told(after, limit)
 
-    @app.get(f"{P}/timeline", response_model=api.Timeline, dependencies=read, responses=REFUSALS)
+    @app.get(f"{P}/timeline", response_model=api.Timeline, responses=REFUSALS)
     async def timeline(points: int = Query(200, ge=2, le=MAX_PAGE)):
         return service.timeline(points)
 
@@ -409,7 +435,7 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
             return await run_in_threadpool(draw, theta, None, contexts, service.config.labels, level=level,
                                            threshold=threshold, image=image, title=title)
 
-    @app.get(f"{P}/diagram.svg", dependencies=read, response_class=Response,
+    @app.get(f"{P}/diagram.svg", response_class=Response,
              responses={200: {"content": {"image/svg+xml": {}}}, **REFUSALS},
              summary="the ranking diagram over the told contexts, as SVG")
     async def diagram_svg(uncertainty: bool = True, level: float = Query(0.95, gt=0.0, lt=1.0),
@@ -426,7 +452,7 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
             service.keep(key, svg)
         return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
 
-    @app.post(f"{P}/diagram", response_model=api.Diagram, dependencies=read, responses=REFUSALS,
+    @app.post(f"{P}/diagram", response_model=api.Diagram, responses=REFUSALS,
               summary="the ranking diagram over given contexts: adjacency, and an image")
     async def diagram(body: api.DiagramRequest):
         contexts = [context(c, ("body", "contexts", k)) for k, c in enumerate(body.contexts)]
