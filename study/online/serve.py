@@ -24,6 +24,7 @@ from pathlib import Path
 from .client import TOKEN_ENV
 from .ranker import Ranker
 from .server import MAX_BODY, create_app, is_loopback
+from .service import Service
 from .store import StoreFileError
 CREATION = ("n_items", "dim", "policy", "T", "T0", "M", "alpha", "gamma", "c_lambda", "tie_break", "seed", "edges",
             "items", "theta0")
@@ -137,7 +138,8 @@ def serve(args) -> int:
         if not args.file.exists() and not given:
             raise ValueError(f"{args.file} does not exist: give its creation arguments (--items or --n-items, --dim, "
                              "...) or --settings FILE")
-        ranker = Ranker(args.file, **given)
+        service = Service(lambda: Ranker(args.file, **given))
+        service.open()  # verified (or created) in the ranker's thread, before anything is served
     except (ValueError, StoreFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -145,25 +147,26 @@ def serve(args) -> int:
         token, where = server_token(args.file)
         sock = listening_socket(args.host, args.port)
     except (ValueError, OSError) as exc:
-        ranker.close()
+        service.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
     reads_need_token = reads_need_the_token(args.host, args.open_reads)
-    app = create_app(ranker, token=token, reads_need_token=reads_need_token, max_body=args.max_body)
+    app = create_app(service, token=token, reads_need_token=reads_need_token, max_body=args.max_body)
+    ranker = service.ranker
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     c = ranker.config
-    print(f"serving {args.file} ({c.n_items} items, d = {c.dim}, policy {c.policy}, {ranker.n_told} told) at {url}\n"
+    told = service.n_told
+    print(f"serving {args.file} ({c.n_items} items, d = {c.dim}, policy {c.policy}, {told} told) at {url}\n"
           f"  the page: {url}   the API: {url}api/v1/ (schema: {url}api/v1/openapi.json)\n"
           f"  token: {where} (ask, tell and expire need it; reads "
           f"{'need it too' if reads_need_token else 'do not'})", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="off",
-                            timeout_keep_alive=30)
+    config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on",
+                            timeout_keep_alive=30)  # the lifespan's end closes the store
     for number in (signal.SIGINT, signal.SIGTERM):  # uvicorn shuts down gracefully, then raises the signal
         signal.signal(number, stopped)            # again with these handlers back: exit 0, the store closed
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
-        ranker.close()
         sock.close()
     return 0

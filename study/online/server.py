@@ -33,8 +33,11 @@ ticket never asked 404; a ticket told, expired, of another store or for another 
 first try was recorded is recognisable, and never counted twice); a body over ``max_body`` bytes
 413; a file-system refusal 503.
 
-The routes run on the event loop, one at a time (a Ranker is used from one thread; its tells are
-serialised by the store anyway); only drawing a diagram runs in a worker thread, on copies.
+The ranker lives in a thread of its own (:class:`~study.online.service.Service`): every use of it
+is queued there, one at a time (a Ranker is used from one thread, and the store takes one writer
+at a time anyway), while the event loop goes on reading, validating and answering requests, so
+that the HTTP work overlaps the store's work and its fsync.  Drawing a diagram runs in a worker
+thread, on copies.
 """
 from __future__ import annotations
 
@@ -179,33 +182,30 @@ def ticket_json(ticket: Ticket) -> dict:
             "major_name": ticket.major_name, "other_name": ticket.other_name, "store_id": ticket.store_id}
 
 
-def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: int = MAX_BODY) -> FastAPI:
-    """The app serving a writable :class:`~study.online.Ranker`: ``ranker`` itself (then used only
-    by the app, from the thread that made it, which must run the app's event loop, as ``serve``
-    does), or a callable that opens it when the app starts (in the loop's thread; closed when the
-    app stops).  ``token``: what ask, tell, tell_many and expire need (and reads, with
-    ``reads_need_token``)."""
+def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_body: int = MAX_BODY) -> FastAPI:
+    """The app serving the writable :class:`~study.online.Ranker` that ``open_ranker()`` opens (or
+    creates), in a thread of its own, when the app starts (closed when it stops); or a
+    :class:`~study.online.service.Service` already opened (``serve`` opens it first, to refuse a
+    bad store before serving).  ``token``: what ask, tell, tell_many and expire need (and reads,
+    with ``reads_need_token``)."""
     if not token:
         raise ValueError("a server needs a token")
-    service = Service(None if callable(ranker) else ranker)
+    service = open_ranker if isinstance(open_ranker, Service) else Service(open_ranker)
 
     @asynccontextmanager
     async def lifespan(app):
-        if service.ranker is None:
-            service.ranker = ranker()
-            try:
-                yield
-            finally:
-                service.ranker.close()
-                service.ranker = None
-        else:
+        await service.start()
+        try:
             yield
+        finally:
+            await service.stop()
 
     app = FastAPI(title="study.online ranker", version=__version__, openapi_url=f"{P}/openapi.json", docs_url=None,
                   redoc_url=None, description=__doc__.split("\n\n")[0], lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(TokenGate, token=token, reads_need_token=reads_need_token)
     app.state.service = service
+    call = service.call  # every use of the ranker, in its thread
 
     def openapi() -> dict:  # the gate's rule in the schema: which routes need the bearer token
         if app.openapi_schema is None:
@@ -234,82 +234,95 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
     async def store_refused(request, exc):
         return refused(500, str(exc), reason="store")
 
-    # --- helpers over the request's values ------------------------------------------------------
+    @app.exception_handler(TicketError)
+    async def ticket_error(request, exc):  # refused before the ranker saw it (another store)
+        return ticket_refused(exc)
+
+    # --- helpers over the request's values (in the loop: the config and store id never change) --
     def context(x, loc):
         if x is None:
             return None
-        if len(x) != service.config.dim:
-            raise invalid(loc, f"x has {len(x)} entries; this ranker's contexts have d = {service.config.dim}", x)
+        d = service.config.dim
+        if len(x) != d:
+            raise invalid(loc, f"x has {len(x)} entries; this ranker's contexts have d = {d}", x)
         try:
-            return bounded_array("x", x, check.MAX_ABS_CONTEXT, ndim=1, shape=(service.config.dim,))
+            return bounded_array("x", x, check.MAX_ABS_CONTEXT, ndim=1, shape=(d,))
         except ValueError as exc:
             raise invalid(loc, str(exc), x) from None
 
     def outcome(body: api.Outcome, loc: tuple) -> tuple:
         """(ticket, wins, m, ties) for Ranker.tell; 422 naming the field, 409 for another store."""
-        m = service.config.M if body.m is None else body.m
-        if m > service.config.M:
-            raise invalid(loc + ("m",), f"m = {m} exceeds M = {service.config.M}, the comparisons per ask of this ranker", m)
+        M = service.config.M
+        m = M if body.m is None else body.m
+        if m > M:
+            raise invalid(loc + ("m",), f"m = {m} exceeds M = {M}, the comparisons per ask of this ranker", m)
         if body.wins + body.ties > m:
             raise invalid(loc + ("wins",), f"wins + ties = {body.wins} + {body.ties} exceeds m = {m}", body.wins)
         return ticket_of(body, loc), body.wins, m, body.ties
 
     def ticket_of(body, loc):
-        if body.store_id is not None and body.store_id != service.ranker.store_id:
+        store_id = service.ranker.store_id
+        if body.store_id is not None and body.store_id != store_id:
             raise TicketError(f"ticket {body.ticket} was handed out by another store (store id {body.store_id}), "
-                              f"not by this server's (store id {service.ranker.store_id})", reason="other_store",
-                              ticket=body.ticket)
+                              f"not by this server's (store id {store_id})", reason="other_store", ticket=body.ticket)
         if (body.major is None) != (body.other is None):
             field = "other" if body.other is None else "major"
             raise invalid(loc + (field,), "give both major and other (the ticket's pair), or neither")
         if body.major is None:
             return body.ticket
         return Ticket(id=body.ticket, major=body.major, other=body.other, x=(), explored=False, told_before=0,
-                      asked_at=0.0, major_name="", other_name="", store_id=service.ranker.store_id)
+                      asked_at=0.0, major_name="", other_name="", store_id=store_id)
 
-    def ticket_refused(exc: TicketError, asked: list) -> JSONResponse:
-        """404/409 for a refused ticket; for a told one, whether every outcome asked is already
-        stored as asked (the retry of a recorded tell or batch)."""
-        same = None
-        if exc.reason == "told":
-            stored = service.stored([t for t, *_ in asked])
-            same = all(s is not None and (s["wins"], s["ties"], s["m"]) == (w, c, m)
-                       for s, (_, w, m, c) in zip(stored, asked))
+    def ticket_refused(exc: TicketError, same=None) -> JSONResponse:
         return refused(404 if exc.reason == "never_asked" else 409, str(exc), reason=exc.reason, ticket=exc.ticket,
                        outcome=exc.outcome, stored=exc.stored, same_outcome=same)
 
-    @app.exception_handler(TicketError)
-    async def ticket_error(request, exc):  # refused before the ranker saw it (another store)
-        return ticket_refused(exc, [])
+    def told_as_asked(exc: TicketError, batch: list):
+        """For a told ticket: is every outcome of ``batch`` stored as sent (the retry of a recorded
+        tell or batch)?  In the ranker's thread."""
+        if exc.reason != "told":
+            return None
+        stored = service.stored([t.id if isinstance(t, Ticket) else t for t, *_ in batch])
+        return all(s is not None and (s["wins"], s["ties"], s["m"]) == (w, c, m)
+                   for s, (_, w, m, c) in zip(stored, batch))
 
-    def ticket_id(t) -> int:
-        return t.id if isinstance(t, Ticket) else t
-
-    def nothing_asked():
-        return refused(409, "nothing asked yet: no context to rank at", reason="nothing_asked")
+    def tightest(value):
+        if value is None:
+            return None
+        try:
+            return check_tightest_at(value)
+        except ValueError as exc:
+            raise invalid(("query", "tightest_at"), str(exc), value) from None
 
     # --- writes ---------------------------------------------------------------------------------
     @app.post(f"{P}/ask", response_model=api.TicketModel, responses=REFUSALS,
               summary="the pair to compare for a context")
     async def ask(body: api.AskRequest):
         x = context(body.x, ("body", "x"))
-        try:
-            ticket = service.ranker.ask(x)
-        except StoreError:
-            raise
-        except ValueError as exc:  # x is valid: the horizon is used up
-            return refused(409, str(exc), reason="horizon")
-        return JSONResponse(ticket_json(ticket))  # built here: the hot path skips re-validating its own answer
 
-    @app.post(f"{P}/tell", response_model=api.Told, responses=REFUSALS,
-              summary="one outcome (one transaction)")
+        def work():
+            try:
+                ticket = service.ranker.ask(x)
+            except StoreError:
+                raise
+            except ValueError as exc:  # x is valid: the horizon is used up
+                return refused(409, str(exc), reason="horizon")
+            return JSONResponse(ticket_json(ticket))  # built here: the hot path skips re-validating its answer
+
+        return await call(work)
+
+    @app.post(f"{P}/tell", response_model=api.Told, responses=REFUSALS, summary="one outcome (one transaction)")
     async def tell(body: api.Outcome):
-        ticket, wins, m, ties = outcome(body, ("body",))
-        try:
-            service.ranker.tell(ticket, wins, m, ties)
-        except TicketError as exc:
-            return ticket_refused(exc, [(ticket_id(ticket), wins, m, ties)])
-        return JSONResponse({"ticket": body.ticket, "seq": service.n_told, "n_told": service.n_told})
+        told = outcome(body, ("body",))
+
+        def work():
+            try:
+                service.ranker.tell(*told)
+            except TicketError as exc:
+                return ticket_refused(exc, told_as_asked(exc, [told]))
+            return JSONResponse({"ticket": body.ticket, "seq": service.n_told, "n_told": service.n_told})
+
+        return await call(work)
 
     @app.post(f"{P}/tell_many", response_model=api.ToldMany, responses=REFUSALS,
               summary="a batch of outcomes (one transaction: all or none)")
@@ -321,11 +334,16 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
                                                                  f"(outcome {seen[o.ticket]})", o.ticket)
             seen[o.ticket] = k
             batch.append(outcome(o, ("body", "outcomes", k)))
-        try:
-            told = service.ranker.tell_many(batch)
-        except TicketError as exc:
-            return ticket_refused(exc, [(ticket_id(t), w, m, c) for t, w, m, c in batch])
-        return {"told": told, "first_seq": service.n_told - told + 1 if told else None, "n_told": service.n_told}
+
+        def work():
+            try:
+                told = service.ranker.tell_many([(t, w, m, c) for t, w, m, c in batch])
+            except TicketError as exc:
+                return ticket_refused(exc, told_as_asked(exc, batch))
+            n = service.n_told
+            return {"told": told, "first_seq": n - told + 1 if told else None, "n_told": n}
+
+        return await call(work)
 
     @app.post(f"{P}/expire", response_model=api.Expired, responses=REFUSALS,
               summary="close open tickets without an outcome")
@@ -333,12 +351,17 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
         if (body.ticket is None) == (body.older_than is None):
             raise invalid(("body", "ticket" if body.ticket is None else "older_than"),
                           "give either a ticket or older_than (seconds)")
-        try:
-            if body.ticket is None:
-                return {"expired": service.ranker.expire(older_than=body.older_than)}
-            return {"expired": service.ranker.expire(ticket_of(body, ("body",)))}
-        except TicketError as exc:
-            return ticket_refused(exc, [])
+        ticket = None if body.ticket is None else ticket_of(body, ("body",))
+
+        def work():
+            try:
+                if ticket is None:
+                    return {"expired": service.ranker.expire(older_than=body.older_than)}
+                return {"expired": service.ranker.expire(ticket)}
+            except TicketError as exc:
+                return ticket_refused(exc)
+
+        return await call(work)
 
     # --- reads ----------------------------------------------------------------------------------
     @app.get(f"{P}/health", response_model=api.Health, summary="liveness (no token)")
@@ -347,124 +370,139 @@ def create_app(ranker, *, token: str, reads_need_token: bool = False, max_body: 
 
     @app.get(f"{P}/state", response_model=api.State, responses=REFUSALS)
     async def state():
-        return service.state()
+        return await call(service.state)
 
     @app.get(f"{P}/config", response_model=api.ConfigModel, responses=REFUSALS)
     async def get_config():
         c = service.config
-        return {"store": service.ranker.path.name, "store_id": service.ranker.store_id, "n_items": c.n_items, "dim": c.dim,
-                "items": c.labels, "policy": c.policy, "T": c.T, "T0": c.T0, "M": c.M, "alpha": c.alpha,
-                "gamma": c.gamma, "c_lambda": c.c_lambda, "tie_break": c.tie_break,
+        return {"store": service.ranker.path.name, "store_id": service.ranker.store_id, "n_items": c.n_items,
+                "dim": c.dim, "items": c.labels, "policy": c.policy, "T": c.T, "T0": c.T0, "M": c.M,
+                "alpha": c.alpha, "gamma": c.gamma, "c_lambda": c.c_lambda, "tie_break": c.tie_break,
                 "edges": None if c.edges is None else [list(e) for e in c.edges], "readonly_reads": reads_need_token}
 
     @app.get(f"{P}/pending", response_model=list[api.TicketModel], responses=REFUSALS)
     async def pending():
-        return [ticket_json(t) for t in service.ranker.pending()]
+        return [ticket_json(t) for t in await call(service.ranker.pending)]
 
     @app.get(f"{P}/estimate", response_model=api.Estimate, responses=REFUSALS)
     async def estimate():
-        return {"n_told": service.ranker.n_told, "theta": service.ranker.theta.tolist()}
-
-    def tightest(value):
-        if value is None:
-            return None
-        try:
-            return check_tightest_at(value)
-        except ValueError as exc:
-            raise invalid(("query", "tightest_at"), str(exc), value) from None
+        return await call(lambda: {"n_told": service.ranker.n_told, "theta": service.ranker.theta.tolist()})
 
     @app.get(f"{P}/ranking", response_model=api.Ranking, responses=REFUSALS,
              summary="the items ranked at a context, with CIs (or anytime CSs) and per-item counts")
     async def ranking(level: float = Query(0.95, gt=0.0, lt=1.0), se: SE = "model", anytime: bool = False,
                       tightest_at: Optional[float] = None, x: Optional[list[float]] = Query(None)):
-        x, tight = context(x, ("query", "x")), tightest(tightest_at)
-        if x is None:
-            if service.ranker.n_asked == 0:
-                return nothing_asked()
-            x = service.ranker.mean_context()
-        table = service.ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
-        return {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": se, "score": table.attrs["score"],
-                "n_told": service.n_told, "rows": records(table), "items": service.items()}
+        at, tight = context(x, ("query", "x")), tightest(tightest_at)
+
+        def work():
+            ranker, x = service.ranker, at
+            if x is None:
+                if ranker.n_asked == 0:
+                    return refused(409, "nothing asked yet: no context to rank at", reason="nothing_asked")
+                x = ranker.mean_context()
+            table = ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
+            return {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": se,
+                    "score": table.attrs["score"], "n_told": service.n_told, "rows": records(table),
+                    "items": service.items()}
+
+        return await call(work)
 
     @app.get(f"{P}/intervals", response_model=api.Intervals, responses=REFUSALS)
     async def intervals(level: float = Query(0.95, gt=0.0, lt=1.0), se: SE = "model", anytime: bool = False,
                         tightest_at: Optional[float] = None):
         tight = tightest(tightest_at)
-        try:
-            table = service.ranker.intervals(level=level, se=se, anytime=anytime, tightest_at=tight)
-        except ValueError as exc:  # not identified yet
-            return refused(409, str(exc), reason="no_intervals")
-        return {"n_told": service.n_told, "rows": records(table)}
+
+        def work():
+            try:
+                table = service.ranker.intervals(level=level, se=se, anytime=anytime, tightest_at=tight)
+            except StoreError:
+                raise
+            except ValueError as exc:  # not identified yet
+                return refused(409, str(exc), reason="no_intervals")
+            return {"n_told": service.n_told, "rows": records(table)}
+
+        return await call(work)
 
     @app.get(f"{P}/decision", response_model=api.DecisionModel, responses=REFUSALS,
              summary="the stopping rule's verdict (names, margin, in words)")
     async def decision(level: float = Query(0.95, gt=0.0, lt=1.0), top: int = Query(1, ge=1), se: SE = "model",
                        anytime: bool = True, tightest_at: Optional[float] = None,
                        x: Optional[list[float]] = Query(None)):
-        x, tight = context(x, ("query", "x")), tightest(tightest_at)
+        at, tight = context(x, ("query", "x")), tightest(tightest_at)
         if top >= service.config.n_items:
             raise invalid(("query", "top"), f"top must lie in [1, {service.config.n_items - 1}]", top)
-        if x is None:
-            x = service.ranker.mean_context() if service.ranker.n_told else np.zeros(service.config.dim)
-        verdict = service.ranker.decision(level=level, top=top, x=x, se=se, anytime=anytime, tightest_at=tight)
-        return {"decided": verdict.decided, "top": list(verdict.top), "top_names": list(verdict.top_names),
-                "margin": finite_or_none(verdict.margin), "closest": list(verdict.closest),
-                "closest_names": list(verdict.closest_names), "pair_level": verdict.pair_level, "level": verdict.level,
-                "anytime": verdict.anytime, "judgments": verdict.judgments, "words": verdict.words(),
-                "x": x.tolist(), "n_told": service.n_told}
+
+        def work():
+            ranker, x = service.ranker, at
+            if x is None:
+                x = ranker.mean_context() if ranker.n_told else np.zeros(service.config.dim)
+            verdict = ranker.decision(level=level, top=top, x=x, se=se, anytime=anytime, tightest_at=tight)
+            return {"decided": verdict.decided, "top": list(verdict.top), "top_names": list(verdict.top_names),
+                    "margin": finite_or_none(verdict.margin), "closest": list(verdict.closest),
+                    "closest_names": list(verdict.closest_names), "pair_level": verdict.pair_level,
+                    "level": verdict.level, "anytime": verdict.anytime, "judgments": verdict.judgments,
+                    "words": verdict.words(), "x": x.tolist(), "n_told": service.n_told}
+
+        return await call(work)
 
     @app.get(f"{P}/told", response_model=api.ToldPage, responses=REFUSALS,
              summary="the told rows with seq > after, in order (paged)")
     async def told(after: int = Query(0, ge=0), limit: int = Query(1000, ge=1, le=MAX_PAGE)):
-        return service.told(after, limit)
+        return await call(service.told, after, limit)
 
     @app.get(f"{P}/timeline", response_model=api.Timeline, responses=REFUSALS)
     async def timeline(points: int = Query(200, ge=2, le=MAX_PAGE)):
-        return service.timeline(points)
+        return await call(service.timeline, points)
 
-    async def draw_diagram(contexts, uncertainty, level, threshold, se, image):
-        theta, result, contexts, told = service.diagram_inputs(contexts, uncertainty, se)
-        kind = "uncertainty-aware" if uncertainty else "point version"
+    async def drawn(contexts, uncertainty: bool, level: float, threshold: float, se: str, image, fallback: bool):
+        """(adjacency, image) drawn in a worker thread from a copy of the state; the point version
+        while there are no CIs (or on a cycle among many items) when ``fallback``, else a 409."""
+        theta, result, contexts, told = await call(service.diagram_inputs, contexts, uncertainty, se)
+        title = f"{service.ranker.path.name}: {told} told outcomes"
         if result is not None and not result.available:
-            result, kind = None, "point version: no CIs yet"
-        title = f"{service.ranker.path.name}: {told} told outcomes ({kind})"
+            if not fallback:
+                return refused(409, "confidence intervals are not available yet: the told outcomes do not identify "
+                                    "theta", reason="no_intervals")
+            result, title = None, title + " (point version: no CIs yet)"
         try:
             return await run_in_threadpool(draw, theta, result, contexts, service.config.labels, level=level,
                                            threshold=threshold, image=image, title=title)
-        except ValueError:  # a cycle among many items: the point version
+        except ValueError:  # a cycle among many items
+            if not fallback:
+                raise
             return await run_in_threadpool(draw, theta, None, contexts, service.config.labels, level=level,
-                                           threshold=threshold, image=image, title=title)
+                                           threshold=threshold, image=image, title=title + " (point version)")
 
     @app.get(f"{P}/diagram.svg", response_class=Response,
              responses={200: {"content": {"image/svg+xml": {}}}, **REFUSALS},
              summary="the ranking diagram over the told contexts, as SVG")
     async def diagram_svg(uncertainty: bool = True, level: float = Query(0.95, gt=0.0, lt=1.0),
                           threshold: float = Query(0.95, gt=0.0, le=1.0), se: SE = "model"):
-        if service.ranker.n_told == 0:
-            return refused(409, "nothing told yet: no diagram", reason="nothing_told")
-        if service.config.n_items > report.MAX_DIAGRAM_ITEMS:
-            return refused(409, f"{service.config.n_items} items: at most {report.MAX_DIAGRAM_ITEMS} make a readable diagram",
+        n = service.config.n_items
+        if n > report.MAX_DIAGRAM_ITEMS:
+            return refused(409, f"{n} items: at most {report.MAX_DIAGRAM_ITEMS} make a readable diagram",
                            reason="too_many_items")
-        key = service.diagram_key(uncertainty, level, threshold, se)
+        told = await call(lambda: service.ranker.n_told)
+        if told == 0:
+            return refused(409, "nothing told yet: no diagram", reason="nothing_told")
+        key = (told, uncertainty, level, threshold, se)
         svg = service.cached(key)
         if svg is None:
-            svg = (await draw_diagram(None, uncertainty, level, threshold, se, "svg"))[1]
+            svg = (await drawn(None, uncertainty, level, threshold, se, "svg", fallback=True))[1]
             service.keep(key, svg)
         return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
 
     @app.post(f"{P}/diagram", response_model=api.Diagram, responses=REFUSALS,
               summary="the ranking diagram over given contexts: adjacency, and an image")
     async def diagram(body: api.DiagramRequest):
-        contexts = [context(c, ("body", "contexts", k)) for k, c in enumerate(body.contexts)]
-        if service.ranker.n_told == 0:
+        contexts = np.array([context(c, ("body", "contexts", k)) for k, c in enumerate(body.contexts)])
+        if await call(lambda: service.ranker.n_told) == 0:
             return refused(409, "nothing told yet: no diagram", reason="nothing_told")
-        theta, result, _, told = service.diagram_inputs(np.array(contexts), body.uncertainty, body.se)
-        if result is not None and not result.available:
-            return refused(409, "confidence intervals are not available yet: the told outcomes do not identify theta",
-                           reason="no_intervals")
-        adjacency, image = await run_in_threadpool(
-            draw, theta, result, np.array(contexts), service.config.labels, level=body.level, threshold=body.threshold,
-            image=body.image, title=f"{service.ranker.path.name}: {told} told outcomes")
+        answer = await drawn(contexts, body.uncertainty, body.level, body.threshold, body.se, body.image,
+                             fallback=False)
+        if isinstance(answer, JSONResponse):
+            return answer
+        adjacency, image = answer
         if image is not None:
             image = image.decode() if body.image == "svg" else base64.b64encode(image).decode()
         return {"adjacency": np.asarray(adjacency, dtype=int).tolist(), "image_format": body.image, "image": image}

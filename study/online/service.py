@@ -1,16 +1,21 @@
-"""What a server reads from the ranker it owns, beyond the :class:`~study.online.Ranker`'s own
-methods: the told rows after a sequence number (paged), a timeline of the tells, each item's
-judgments and win rate, the outcomes stored for tickets (to recognise a retried tell), and the
-ranking diagram as an image (cached per told count).
+"""The ranker a server owns, in a thread of its own, and what the server reads from it beyond the
+:class:`~study.online.Ranker`'s own methods: the told rows after a sequence number (paged), a
+timeline of the tells, each item's judgments and win rate, the outcomes stored for tickets (to
+recognise a retried tell), the inputs of the ranking diagram.
 
-A :class:`Service` is used from one thread, the server's event loop (a Ranker is not shared
-between threads); only drawing a diagram runs in a worker thread, on copies.
+A Ranker is used from one thread (its SQLite connection belongs to the thread that opened it), so
+:class:`Service` opens it in a single worker thread and runs every use of it there, one at a time
+(:meth:`Service.call`); the server's event loop meanwhile goes on reading and answering other
+requests, so that the HTTP work overlaps the store's work and its fsync.  Drawing a diagram runs
+in yet another thread, on copies.
 """
 from __future__ import annotations
 
+import asyncio
 import io
 import math
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -23,11 +28,39 @@ _DRAWING = threading.Lock()  # matplotlib's pyplot is not thread-safe
 
 
 class Service:
-    """The reads of a server over ``ranker`` (module docstring)."""
+    """The ranker ``open_ranker()`` opens, in its own thread, and the server's reads of it."""
 
-    def __init__(self, ranker=None):
-        self.ranker = ranker  # set when the app starts, when it opens the ranker itself
+    def __init__(self, open_ranker):
+        self.open_ranker = open_ranker
+        self.ranker = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="study-online-ranker")
         self._diagrams: dict = {}
+
+    def open(self) -> None:
+        """Open the ranker now, in its thread (it raises what the Ranker raises); nothing if open."""
+        if self.ranker is None:
+            self.ranker = self._thread.submit(self.open_ranker).result()
+
+    async def start(self) -> None:
+        if self.ranker is None:
+            self.ranker = await asyncio.get_running_loop().run_in_executor(self._thread, self.open_ranker)
+
+    async def stop(self) -> None:
+        if self.ranker is not None:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self.ranker.close)
+            self.ranker = None
+        self._thread.shutdown(wait=False)
+
+    def close(self) -> None:
+        """Close the ranker (in its thread) and the thread, outside an event loop."""
+        if self.ranker is not None:
+            self._thread.submit(self.ranker.close).result()
+            self.ranker = None
+        self._thread.shutdown(wait=True)
+
+    async def call(self, function, *args):
+        """``function(*args)`` in the ranker's thread, after what was queued before it."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, function, *args)
 
     @property
     def config(self):
@@ -72,6 +105,8 @@ class Service:
 
     def stored(self, tickets) -> list:
         """The outcome stored for each ticket id ({"seq", "wins", "ties", "m"} or None)."""
+        if not tickets:
+            return []
         with self.ranker._store.read() as conn:
             return [Store.tell_of(conn, t) for t in tickets]
 
@@ -89,14 +124,11 @@ class Service:
 
     # --- the diagram ----------------------------------------------------------------------------
     def diagram_inputs(self, contexts, uncertainty: bool, se: str):
-        """(theta, result or None, contexts, title) from one consistent state (copies: drawn elsewhere)."""
+        """(theta, result or None, contexts, told rows) from one consistent state (copies: drawn elsewhere)."""
         theta, result, rows = self.ranker._snapshot(se)
         if contexts is None:
             contexts = report.told_contexts(rows.arrays()[2])
         return theta, (result if uncertainty else None), contexts, rows.n
-
-    def diagram_key(self, uncertainty: bool, level: float, threshold: float, se: str):
-        return (self.ranker._read().applied, uncertainty, level, threshold, se)
 
     def cached(self, key):
         return self._diagrams.get(key)
