@@ -148,7 +148,7 @@ class ConfigModel(BaseModel):
     c_lambda: float
     tie_break: str
     edges: Optional[list[list[int]]]
-    readonly_reads: bool = Field(description="whether reads need the token")
+    reads_need_token: bool = Field(description="whether reads need the token too")
 
 
 class RankingRow(BaseModel):

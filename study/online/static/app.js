@@ -287,6 +287,10 @@
         renderMeta(page.config);
       }
       const state = await json("state");
+      if (state.store_id !== page.config.store_id) {  // another store behind this address: start afresh
+        Object.assign(page, {config: null, seen: null, lastSeq: 0, points: [], recent: [], diagramFor: null});
+        return;
+      }
       const key = [state.n_told, state.n_asked, state.counts.open, state.counts.expired].join("/");
       if (key !== page.seen || page.force) {
         await update(state);
