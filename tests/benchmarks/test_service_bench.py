@@ -6,7 +6,8 @@ from benchmarks import service
 
 
 def test_the_service_benchmark_runs_in_process_one_judge_and_many(tmp_path, capsys):
-    assert service.main(["--items", "3", "--dim", "2", "--tells", "40", "--judges", "2", "--out", str(tmp_path)]) == 0
+    assert service.main(["--items", "3", "--dim", "2", "--tells", "40", "--judges", "2", "--blocks", "2",
+                         "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "service.json").read_text())
     assert result["inprocess_rate"] > 0 and result["http_rate"] > 0
     out = capsys.readouterr().out
