@@ -116,3 +116,29 @@ def test_the_demo_draws_the_docs_screenshot(tmp_path):
                            "--screenshot", str(shot)], capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stderr
     assert shot.read_bytes().startswith(b"\x89PNG") and "saved" in demo.stdout
+
+
+def test_off_loopback_the_page_reads_with_the_token_from_its_address(tmp_path):
+    """Reads that need the token (a server on another address): the page takes it from #token=...,
+    keeps it for the tab, and drops it from the address bar."""
+    sync_playwright = playwright_or_skip()
+    from service_support import threaded_server
+
+    make_store(tmp_path / "board.sqlite")
+    with threaded_server(lambda: Ranker(tmp_path / "board.sqlite"), reads_need_token=True) as url, \
+            sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page()
+            errors = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(f"{url}/#token={TOKEN}")
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4", timeout=60_000)
+            assert page.evaluate("location.hash") == "" and page_state(page)["told"] == "30"
+            assert not errors, errors
+            stranger = browser.new_page()  # another tab, no token: asked for it
+            stranger.goto(url + "/")
+            stranger.wait_for_function("document.querySelector('#status input') !== null", timeout=60_000)
+            assert "need its token" in stranger.text_content("#status")
+        finally:
+            browser.close()
