@@ -14,18 +14,24 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 * :mod:`study.online.export`  a store's told rows as a table (Parquet, CSV, JSON Lines) that
   ``python -m study.leaderboard`` reads back.
 * :mod:`study.online.prior`   a ranker whose theta(0) is the fit of a file of earlier judgments.
+* :mod:`study.online.client`  :class:`Client`: the Ranker's methods over HTTP, against a server.
+* :mod:`study.online.server`  the JSON API and the live page (FastAPI); :mod:`study.online.api` its
+  bodies, :mod:`study.online.service` its reads, :mod:`study.online.serve` the command.
 * ``python -m study.online show FILE``  counts, the ranking with CIs, the diagram as a PNG.
 * ``python -m study.online verify FILE [--replay]``  is the file a store to trust?
+* ``python -m study.online serve FILE [--host 127.0.0.1] [--port 8000]``  the ranker as a service.
 
 See docs/online.md.
 """
 from .audit import verify_store
+from .client import Client
 from .config import Config
 from .export import export_told, told_rows
 from .prior import ranker_from_judgments
 from .ranker import Ranker
+from .stopping import Decision
 from .store import StoreError, StoreFileError
-from .tickets import Ticket
+from .tickets import Ticket, TicketError
 
-__all__ = ["Config", "Ranker", "StoreError", "StoreFileError", "Ticket", "verify_store", "told_rows", "export_told",
-           "ranker_from_judgments"]
+__all__ = ["Client", "Config", "Decision", "Ranker", "StoreError", "StoreFileError", "Ticket", "TicketError",
+           "verify_store", "told_rows", "export_told", "ranker_from_judgments"]

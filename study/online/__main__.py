@@ -1,5 +1,6 @@
 """``python -m study.online show FILE`` and ``python -m study.online verify FILE``: what a
-ranker's store holds, and whether it is one to trust, without changing it.
+ranker's store holds, and whether it is one to trust, without changing it; ``python -m
+study.online serve FILE``: the ranker as a service (:mod:`study.online.serve`).
 
 ``show`` prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and
 ties), the current ranking with CIs (``--anytime``: confidence sequences) at the mean told context
@@ -22,13 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from . import report, serve
 from .audit import summary_text, verify_store
 from .ranker import Ranker
-from .report import SE_TEXT, show_text
+from .report import MAX_DIAGRAM_ITEMS, SE_TEXT, show_text
 from .store import StoreError, StoreFileError
-
-MAX_DIAGRAM_ITEMS = 40  # beyond this a diagram is unreadable
-MAX_DIAGRAM_CONTEXTS = 2000  # the first distinct told contexts
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,13 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", type=Path, help="the ranker's SQLite store")
     check.add_argument("--replay", action="store_true",
                        help="also refit the whole history and compare the stored estimate and checkpoint bit for bit")
+    serve.add_arguments(commands.add_parser(
+        "serve", help="serve the store over HTTP: a JSON API for judges anywhere, a live page at /",
+        description=serve.__doc__.split("\n\n")[0]))
     return parser
 
 
 def told_contexts(ranker) -> np.ndarray:
-    X = ranker._read().rows.arrays()[2]
-    _, first = np.unique(X, axis=0, return_index=True)
-    return X[np.sort(first)[:MAX_DIAGRAM_CONTEXTS]]
+    return report.told_contexts(ranker._read().rows.arrays()[2])
 
 
 def show(args) -> int:
@@ -111,6 +111,8 @@ def verify(args) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return serve.serve(args)
     return verify(args) if args.command == "verify" else show(args)
 
 

@@ -45,7 +45,7 @@ from ..simulation.replication import _checked
 from . import report, snapshot, stopping
 from .config import Config, bounded_array
 from .state import LoopState, compare_with_stored, one_blas_thread
-from .tickets import Ticket, count, outcome_fields
+from .tickets import Ticket, TicketError, count, outcome_fields
 from .store import FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
 
 MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
@@ -355,6 +355,8 @@ class Ranker:
         for k, outcome in enumerate(outcomes):
             try:
                 batch.append(self._outcome(*outcome_fields(outcome)))
+            except TicketError as exc:
+                raise exc.in_batch(k) from None
             except ValueError as exc:
                 raise ValueError(f"outcome {k}: {exc}") from None
         if batch:
@@ -381,16 +383,22 @@ class Ranker:
             seen = {}
             for k, (ask_id, pair, _, _, _) in enumerate(batch):  # every check before any change
                 prefix = f"outcome {k}: " if many else ""
+                where = dict(ticket=ask_id, outcome=k if many else None)
                 row = Store.ask(conn, ask_id)
                 if row is None:
-                    raise ValueError(f"{prefix}ticket {ask_id} was never asked (this ranker has handed out "
-                                     f"{Store.last_ask(conn)} tickets)")
+                    raise TicketError(f"{prefix}ticket {ask_id} was never asked (this ranker has handed out "
+                                      f"{Store.last_ask(conn)} tickets)", reason="never_asked", **where)
                 _, _, major, other, _, _, status, _, closed_at = row
                 if pair is not None and pair != (major, other):
-                    raise ValueError(f"{prefix}ticket {ask_id} is for the pair ({major}, {other}), not {pair}")
+                    raise TicketError(f"{prefix}ticket {ask_id} is for the pair ({major}, {other}), not {pair}",
+                                      reason="pair", **where)
                 if status != "open":
                     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(closed_at))
-                    raise ValueError(f"{prefix}ticket {ask_id} was already {status} ({when}); it cannot be told again")
+                    stored = Store.tell_of(conn, ask_id) if status == "told" else None
+                    raise TicketError(f"{prefix}ticket {ask_id} was already {status} ({when}"
+                                      + ("" if stored is None else f", seq {stored['seq']}: wins {stored['wins']}, "
+                                                                   f"ties {stored['ties']} of m = {stored['m']}")
+                                      + "); it cannot be told again", reason=status, stored=stored, **where)
                 if ask_id in seen:
                     raise ValueError(f"{prefix}ticket {ask_id} is told twice in this batch (outcome {seen[ask_id]})")
                 seen[ask_id] = k
@@ -428,11 +436,13 @@ class Ranker:
                                     "asked_at < ?", (now, now - older_than)).rowcount
             row = Store.ask(conn, ask_id)
             if row is None:
-                raise ValueError(f"ticket {ask_id} was never asked")
+                raise TicketError(f"ticket {ask_id} was never asked", reason="never_asked", ticket=ask_id)
             if pair is not None and pair != (row[2], row[3]):
-                raise ValueError(f"ticket {ask_id} is for the pair ({row[2]}, {row[3]}), not {pair}")
+                raise TicketError(f"ticket {ask_id} is for the pair ({row[2]}, {row[3]}), not {pair}", reason="pair",
+                                  ticket=ask_id)
             if row[6] != "open":
-                raise ValueError(f"ticket {ask_id} is already {row[6]}")
+                raise TicketError(f"ticket {ask_id} is already {row[6]}", reason=row[6], ticket=ask_id,
+                                  stored=Store.tell_of(conn, ask_id) if row[6] == "told" else None)
             return conn.execute("UPDATE asks SET status = 'expired', closed_at = ? WHERE id = ?",
                                 (now, ask_id)).rowcount
 
@@ -456,18 +466,20 @@ class Ranker:
         or whose pair is not a pair of this ranker's graph ('unknown pair')."""
         if isinstance(ticket, Ticket):
             if ticket.store_id is None and self.store_id is not None:
-                raise ValueError(f"ticket {ticket.id} carries no store id (a Ticket rebuilt without its store_id?); "
-                                 f"give its id instead (tell({ticket.id}, ...)) or keep its store_id")
+                raise TicketError(f"ticket {ticket.id} carries no store id (a Ticket rebuilt without its store_id?); "
+                                  f"give its id instead (tell({ticket.id}, ...)) or keep its store_id",
+                                  reason="other_store", ticket=ticket.id)
             if ticket.store_id != self.store_id:
-                raise ValueError(f"ticket {ticket.id} was handed out by another store (store id {ticket.store_id}), "
-                                 f"not by {self.path} (store id {self.store_id}); tell it to the ranker that asked it")
+                raise TicketError(f"ticket {ticket.id} was handed out by another store (store id {ticket.store_id}), "
+                                  f"not by {self.path} (store id {self.store_id}); tell it to the ranker that asked it",
+                                  reason="other_store", ticket=ticket.id)
             n = self.config.n_items
             major, other = ticket.major, ticket.other
             edges = self.config.edges
             if not (0 <= major < n and 0 <= other < n) or major == other or (
                     edges is not None and (min(major, other), max(major, other)) not in set(edges)):
-                raise ValueError(f"unknown pair ({major}, {other}) on ticket {ticket.id}: not a pair of this "
-                                 f"ranker's {n} items and their comparison graph")
+                raise TicketError(f"unknown pair ({major}, {other}) on ticket {ticket.id}: not a pair of this "
+                                  f"ranker's {n} items and their comparison graph", reason="pair", ticket=ticket.id)
             return count("ticket id", ticket.id, low=1), (major, other)
         return count("ticket", ticket, low=1), None
 
@@ -550,17 +562,19 @@ class Ranker:
 
     def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", anytime: bool = True,
                  tightest_at=None):
-        """The stopping rule's verdict (:class:`study.core.stopping.Separation`: ``decided``,
-        ``top``, ``margin``, ``closest``): is the top-``top`` set at ``x`` (default: the mean told
-        context) separated from the rest by the confidence sequences (``anytime=False``: by
-        fixed-time CIs, which do not survive repeated looks)?"""
+        """The stopping rule's verdict (:class:`study.online.stopping.Decision`: ``decided``,
+        ``top``, ``margin``, ``closest`` by index, ``top_names``, ``closest_names`` by name, and
+        ``words()``): is the top-``top`` set at ``x`` (default: the mean told context) separated
+        from the rest by the confidence sequences (``anytime=False``: by fixed-time CIs, which do
+        not survive repeated looks)?"""
         if x is not None:
             x = bounded_array("x", x, check.MAX_ABS_CONTEXT, ndim=1, shape=(self.config.dim,))
         _, result, rows = self._snapshot(se)
         if x is None:  # nothing told: no estimate, not decided (the context does not matter)
             x = self._mean_context(rows) if rows.n else np.zeros(self.config.dim)
-        return stopping.decision(result, np.asarray(x, dtype=float), level=level, top=top, anytime=anytime,
-                                 tightest_at=stopping.tightest(self.config, tightest_at))
+        verdict = stopping.decision(result, np.asarray(x, dtype=float), level=level, top=top, anytime=anytime,
+                                    tightest_at=stopping.tightest(self.config, tightest_at))
+        return stopping.named(verdict, self.config.labels, level, result.comparisons or 0)
 
     def decided(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", tightest_at=None) -> bool:
         """True once the top-``top`` set at ``x`` (default: the mean told context) is separated from

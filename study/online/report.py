@@ -39,30 +39,57 @@ def intervals(result, labels, level: float = 0.95, factor=None) -> pd.DataFrame:
     return frame
 
 
+class Table(pd.DataFrame):
+    """A DataFrame that prints whole: every column, however narrow the terminal (pandas' own
+    repr hides the middle columns, here ``se`` and ``lower``, behind "...").  What is computed
+    from it is a plain DataFrame."""
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame
+
+    def __repr__(self) -> str:
+        return self.to_string()
+
+
 def ranking(theta, result, x, labels, level: float = 0.95, factor=None) -> pd.DataFrame:
-    """Items ranked by x'theta_i (best first), with the CI of x'theta_i from the debiased estimate
-    (with ``factor``: the interval -/+ factor x SE, a confidence sequence)."""
+    """Items ranked at context x, best first: one row per item with ``score`` (x'theta^d_i, the
+    debiased estimate: the centre of the interval and the order of the ranking, as in the stopping
+    rule), ``se``, ``lower``, ``upper`` (its CI; with ``factor``: score -/+ factor x SE, a confidence
+    sequence) and ``estimate`` (x'theta_i, the current fit the policy acts on).  While the told
+    rows do not identify theta there are no intervals: ``score`` is then the estimate, the interval
+    columns NaN, and the order the estimate's (``attrs["score"]`` says which)."""
     level = check.real("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
-    score = theta @ x
+    estimate = theta @ x
     if result.available:
-        debiased = result.theta_d @ x
+        score = result.theta_d @ x
         se = np.sqrt(np.maximum(result.spread(x), 0.0))
     else:
-        debiased = se = np.full(len(score), np.nan)
+        score, se = estimate, np.full(len(estimate), np.nan)
     half = (norm.ppf(0.5 + level / 2.0) if factor is None else factor) * se
     order = np.argsort(-score, kind="stable")
-    frame = pd.DataFrame({"rank": np.arange(1, len(score) + 1), "item": order,
-                          "name": np.asarray(labels, dtype=object)[order], "score": score[order],
-                          "debiased": debiased[order], "se": se[order], "lower": (debiased - half)[order],
-                          "upper": (debiased + half)[order], "level": level, "anytime": factor is not None,
-                          "se_method": result.se_method})
+    frame = Table({"rank": np.arange(1, len(score) + 1), "item": order,
+                   "name": np.asarray(labels, dtype=object)[order], "score": score[order], "se": se[order],
+                   "lower": (score - half)[order], "upper": (score + half)[order], "estimate": estimate[order],
+                   "level": level, "anytime": factor is not None, "se_method": result.se_method})
     frame.attrs["se_method"] = result.se_method
+    frame.attrs["score"] = "debiased" if result.available else "estimate"
     return frame
 
 
-def diagram(theta, result, contexts, labels, *, path=None, level=0.95, threshold=0.95, title=None):
+MAX_DIAGRAM_ITEMS = 40  # beyond this a diagram is unreadable
+MAX_DIAGRAM_CONTEXTS = 2000  # the first distinct told contexts
+
+
+def told_contexts(X) -> np.ndarray:
+    """The first :data:`MAX_DIAGRAM_CONTEXTS` distinct contexts of the told rows ``X``, in order."""
+    _, first = np.unique(X, axis=0, return_index=True)
+    return X[np.sort(first)[:MAX_DIAGRAM_CONTEXTS]]
+
+
+def diagram(theta, result, contexts, labels, *, path=None, level=0.95, threshold=0.95, title=None, format=None):
     """The reduced adjacency of the ranking diagram (point version when ``result`` is None);
-    drawn to ``path`` when given."""
+    drawn to ``path`` (a file name or a binary file; ``format``: matplotlib's, e.g. "svg") when given."""
     if result is None:
         adjacency = dominance(theta, contexts, threshold)
         rule = f"x'theta_i > x'theta_j for > {threshold:.0%} of the {len(contexts)} contexts"
@@ -84,7 +111,7 @@ def diagram(theta, result, contexts, labels, *, path=None, level=0.95, threshold
         fig.text(0.5, 0.01, f"Arrow i -> j: {rule}. Transitive reduction; best at the top.", ha="center",
                  va="bottom", fontsize=7, wrap=True)
         fig.tight_layout(rect=(0, 0.07, 1, 1))
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=150, format=format)
         plt.close(fig)
     return reduced
 
@@ -110,7 +137,10 @@ def show_text(ranker, *, level: float = 0.95, se: str = "model", anytime: bool =
     lines.append(f"Ranking at the mean told context (x = {np.array2string(x, precision=3, max_line_width=200)}), "
                  f"{kind} of x'theta_i, {SE_TEXT[se]}:")
     if table["se"].isna().all():
-        lines.append("  (no CIs yet: the told outcomes do not identify theta)")
+        lines.append("  (no CIs yet: the told outcomes do not identify theta; score = estimate, x'theta_i)")
+    else:
+        lines.append("  score = x'theta^d_i, the debiased estimate (the interval's centre and the order); "
+                     "estimate = x'theta_i, the current fit the policy uses")
     with pd.option_context("display.width", 200, "display.max_rows", 500):
         lines.append(table.drop(columns=["level", "anytime", "se_method"]).to_string(index=False,
                                                                                      float_format="%.4f"))

@@ -10,8 +10,56 @@ sequences"); with fixed-time CIs (``anytime=False``) it does not (docs/benchmark
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..core.confseq import check_tightest_at, cs_factor, fixed_factor
 from ..core.stopping import Separation, separation
+
+
+@dataclass(frozen=True)
+class Decision(Separation):
+    """The stopping rule's verdict (:class:`study.core.stopping.Separation`: ``decided``, ``top``,
+    ``margin``, ``closest``, ``pair_level``, ``anytime``, the items by index) with the items' names
+    and what it was decided on.
+
+    Attributes
+    ----------
+    top_names : tuple of str
+        The names of the candidate top-k set, best first (empty while there are no intervals).
+    closest_names : tuple of str
+        The names of the pair with the smallest lower bound (empty while there are no intervals).
+    level : float
+        The level of the rule (each pair's interval is at ``pair_level``).
+    judgments : int
+        The comparisons told behind the estimate.
+    """
+
+    top_names: tuple = ()
+    closest_names: tuple = ()
+    level: float = 0.95
+    judgments: int = 0
+
+    def words(self) -> str:
+        """The verdict in one sentence, e.g. "model-a is best at level 0.95 after 812 judgments"."""
+        after = f"at level {self.level:g} after {self.judgments:,} judgment{'s' if self.judgments != 1 else ''}"
+        if not self.top:
+            return f"no intervals yet {after} (tell more outcomes)"
+        kind = "confidence sequences" if self.anytime else "fixed-time CIs"
+        names = ", ".join(self.top_names)
+        best = f"{names} is best" if len(self.top) == 1 else f"{names} are the top {len(self.top)}"
+        if self.decided:
+            return f"{best} {after} ({kind})"
+        i, j = self.closest_names
+        lead = f"{names} leads" if len(self.top) == 1 else f"{names} lead"
+        return (f"not decided {after}: {lead}; closest pair {i} vs {j} (lower bound {self.margin:.3g}, {kind})")
+
+
+def named(verdict: Separation, labels, level: float, judgments: int) -> Decision:
+    """``verdict`` with the items' names."""
+    fields = {name: getattr(verdict, name) for name in Separation.__dataclass_fields__}
+    return Decision(**fields, top_names=tuple(str(labels[i]) for i in verdict.top),
+                    closest_names=tuple(str(labels[i]) for i in verdict.closest), level=float(level),
+                    judgments=int(judgments))
 
 
 def tightest(config, tightest_at=None) -> float:

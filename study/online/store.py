@@ -280,6 +280,12 @@ class Store:
                             "FROM asks WHERE id = ?", (ask_id,)).fetchone()
 
     @staticmethod
+    def tell_of(conn, ask_id: int):
+        """The stored outcome of ticket ``ask_id`` ({"seq", "wins", "ties", "m"}), or None."""
+        row = conn.execute("SELECT seq, wins, ties, m FROM tells WHERE ask_id = ?", (ask_id,)).fetchone()
+        return None if row is None else dict(zip(("seq", "wins", "ties", "m"), map(int, row)))
+
+    @staticmethod
     def counts(conn) -> dict:
         counts = {"open": 0, "told": 0, "expired": 0}
         counts.update(dict(conn.execute("SELECT status, count(*) FROM asks GROUP BY status")))

@@ -50,6 +50,26 @@ class Ticket:
         return self.major, self.other
 
 
+class TicketError(ValueError):
+    """A ticket that cannot be told or expired: ``reason`` says why (``"never_asked"``, ``"told"``,
+    ``"expired"``, ``"other_store"``, ``"pair"``: not the pair it was asked for, or no pair of this
+    ranker); ``ticket`` is its id; ``outcome`` the outcome's place in a batch (None for one tell);
+    ``stored`` (reason ``"told"``) the outcome already stored for it: ``{"seq", "wins", "ties", "m"}``,
+    so that a retried tell can be recognised as already recorded.  A ValueError, as every refused
+    argument."""
+
+    REASONS = ("never_asked", "told", "expired", "other_store", "pair")
+
+    def __init__(self, message: str, *, reason: str, ticket, outcome=None, stored=None):
+        assert reason in self.REASONS, reason
+        super().__init__(message)
+        self.reason, self.ticket, self.outcome, self.stored = reason, ticket, outcome, stored
+
+    def in_batch(self, k: int) -> "TicketError":
+        """The same refusal, as outcome ``k`` of a batch."""
+        return TicketError(f"outcome {k}: {self}", reason=self.reason, ticket=self.ticket, outcome=k, stored=self.stored)
+
+
 def outcome_fields(outcome) -> tuple:
     """(ticket, wins, m, ties) of one outcome of ``tell_many``: a ``(ticket, wins[, m[, ties]])``
     tuple or a mapping with those keys (m None: the ranker's M)."""

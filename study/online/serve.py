@@ -1,0 +1,172 @@
+"""``python -m study.online serve STORE``: one process owns the store and serves it over HTTP
+(:mod:`study.online.server`) until stopped (Ctrl-C, SIGTERM).
+
+The store is created from the flags or a settings file (a JSON object of the
+:class:`~study.online.Ranker`'s creation arguments) when it does not exist, and reopened (verified,
+continued) otherwise; arguments given for an existing store must equal the stored ones.
+
+The token: the environment variable ``STUDY_ONLINE_TOKEN`` if set, else the file ``STORE.token``
+beside the store, written at the first start (random, 256 bits, readable by its owner only: a
+token file that others can read is refused).  Ask, tell, tell_many and expire need it; reads need
+it too unless the server listens on loopback (the default, 127.0.0.1) or ``--open-reads`` is given.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import stat
+import sys
+from pathlib import Path
+
+from .client import TOKEN_ENV
+from .ranker import Ranker
+from .server import MAX_BODY, create_app, is_loopback
+from .service import Service
+from .store import StoreFileError
+CREATION = ("n_items", "dim", "policy", "T", "T0", "M", "alpha", "gamma", "c_lambda", "tie_break", "seed", "edges",
+            "items", "theta0")
+
+
+def token_file(store) -> Path:
+    store = Path(store)
+    return store.with_name(store.name + ".token")
+
+
+def server_token(store, environ=os.environ) -> tuple:
+    """(token, where it is): ``STUDY_ONLINE_TOKEN``, or the token file beside the store (written,
+    0600, at the first start).  ValueError for a token file others can read, or an empty one."""
+    if environ.get(TOKEN_ENV, "").strip():
+        return environ[TOKEN_ENV].strip(), f"the environment variable {TOKEN_ENV}"
+    path = token_file(store)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise ValueError(f"{path}: the token file is readable by others (mode {mode:o}); chmod 600 {path}") from None
+        token = path.read_text().strip()
+        if len(token) < 16:
+            raise ValueError(f"{path}: the token file holds no token of at least 16 characters") from None
+        return token, str(path)
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(descriptor, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(token + "\n")
+    return token, str(path)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", type=Path, help="the ranker's SQLite store (created if absent)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
+                                                            "only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port, printed)")
+    parser.add_argument("--open-reads", action="store_true",
+                        help="reads (the page, rankings, exports) need no token on a non-loopback address either")
+    parser.add_argument("--max-body", type=int, default=MAX_BODY,
+                        help=f"largest request body in bytes, refused with 413 beyond (default {MAX_BODY:,})")
+    parser.add_argument("--access-log", action="store_true", help="log every request")
+    new = parser.add_argument_group("creating a store (for an existing one, values given must equal the stored ones)")
+    new.add_argument("--settings", type=Path, help="a JSON object of the Ranker's creation arguments "
+                                                   "(n_items, dim, items, policy, T, T0, M, seed, edges, ...)")
+    new.add_argument("--items", nargs="+", help="the items' names (n = their number)")
+    new.add_argument("--n-items", type=int, dest="n_items", help="n, when the items have no names")
+    new.add_argument("--dim", type=int, help="d, the context dimension")
+    new.add_argument("--policy", help="a method (default RB)")
+    for name, kind in (("T", int), ("T0", int), ("M", int), ("alpha", float), ("gamma", float),
+                       ("c-lambda", float), ("seed", int)):
+        new.add_argument(f"--{name}", type=kind, dest=name.replace("-", "_"), help=f"as Ranker's {name.replace('-', '_')}")
+    new.add_argument("--tie-break", dest="tie_break", help="as Ranker's tie_break")
+
+
+def creation_arguments(args) -> dict:
+    """The creation arguments of the flags and the settings file (a key given by both, with two
+    values, is a ValueError)."""
+    given = {k: getattr(args, k) for k in CREATION if getattr(args, k, None) is not None}
+    if args.settings is None:
+        return given
+    try:
+        settings = json.loads(args.settings.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--settings {args.settings}: {exc}") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"--settings {args.settings}: a JSON object of creation arguments, got {type(settings).__name__}")
+    unknown = sorted(set(settings) - set(CREATION))
+    if unknown:
+        raise ValueError(f"--settings {args.settings}: unknown argument {unknown[0]!r} (known: {', '.join(CREATION)})")
+    for key, value in settings.items():
+        if key in given and given[key] != value:
+            raise ValueError(f"{key} is given by a flag ({given[key]!r}) and by --settings ({value!r})")
+    return {**settings, **given}
+
+
+def reads_need_the_token(host: str, open_reads: bool) -> bool:
+    """Reads are open on loopback; elsewhere they need the token, unless ``--open-reads``."""
+    return not is_loopback(host) and not open_reads
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the app starts (so that ``--port 0`` can print its port).
+    Declared TCP (proto IPPROTO_TCP), else asyncio leaves Nagle's algorithm on for its connections
+    and every kept-alive request waits 40 ms for a delayed ACK."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def stopped(number, frame):
+    raise SystemExit(0)
+
+
+def serve(args) -> int:
+    import uvicorn
+
+    if not 1 <= args.max_body:
+        print(f"error: --max-body must be at least 1, got {args.max_body}", file=sys.stderr)
+        return 2
+    try:
+        given = creation_arguments(args)
+        if not args.file.exists() and not given:
+            raise ValueError(f"{args.file} does not exist: give its creation arguments (--items or --n-items, --dim, "
+                             "...) or --settings FILE")
+        service = Service(lambda: Ranker(args.file, **given))
+        service.open()  # verified (or created) in the ranker's thread, before anything is served
+    except (ValueError, StoreFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        token, where = server_token(args.file)
+        sock = listening_socket(args.host, args.port)
+    except (ValueError, OSError) as exc:
+        service.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    reads_need_token = reads_need_the_token(args.host, args.open_reads)
+    app = create_app(service, token=token, reads_need_token=reads_need_token, max_body=args.max_body)
+    ranker = service.ranker
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    c = ranker.config
+    told = service.n_told
+    print(f"serving {args.file} ({c.n_items} items, d = {c.dim}, policy {c.policy}, {told} told) at {url}\n"
+          f"  the page: {url}   the API: {url}api/v1/ (schema: {url}api/v1/openapi.json)\n"
+          f"  token: {where} (ask, tell and expire need it; reads "
+          f"{'need it too' if reads_need_token else 'do not'})", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on",
+                            timeout_keep_alive=30)  # the lifespan's end closes the store
+    for number in (signal.SIGINT, signal.SIGTERM):  # uvicorn shuts down gracefully, then raises the signal
+        signal.signal(number, stopped)            # again with these handlers back: exit 0, the store closed
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0
