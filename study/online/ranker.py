@@ -45,7 +45,7 @@ from ..simulation.replication import _checked
 from . import report, snapshot, stopping
 from .config import Config, bounded_array
 from .state import LoopState, compare_with_stored, one_blas_thread
-from .tickets import Ticket, TicketError, count, outcome_fields
+from .tickets import Ticket, TicketError, count, outcome_fields, ticket_key
 from .store import FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
 
 MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
@@ -462,26 +462,8 @@ class Ranker:
                       major_name=labels[major], other_name=labels[other], store_id=self.store_id)
 
     def _ticket_id(self, ticket):
-        """(ask id, (major, other) or None) of a Ticket or an id; refused: a ticket of another store,
-        or whose pair is not a pair of this ranker's graph ('unknown pair')."""
-        if isinstance(ticket, Ticket):
-            if ticket.store_id is None and self.store_id is not None:
-                raise TicketError(f"ticket {ticket.id} carries no store id (a Ticket rebuilt without its store_id?); "
-                                  f"give its id instead (tell({ticket.id}, ...)) or keep its store_id",
-                                  reason="other_store", ticket=ticket.id)
-            if ticket.store_id != self.store_id:
-                raise TicketError(f"ticket {ticket.id} was handed out by another store (store id {ticket.store_id}), "
-                                  f"not by {self.path} (store id {self.store_id}); tell it to the ranker that asked it",
-                                  reason="other_store", ticket=ticket.id)
-            n = self.config.n_items
-            major, other = ticket.major, ticket.other
-            edges = self.config.edges
-            if not (0 <= major < n and 0 <= other < n) or major == other or (
-                    edges is not None and (min(major, other), max(major, other)) not in set(edges)):
-                raise TicketError(f"unknown pair ({major}, {other}) on ticket {ticket.id}: not a pair of this "
-                                  f"ranker's {n} items and their comparison graph", reason="pair", ticket=ticket.id)
-            return count("ticket id", ticket.id, low=1), (major, other)
-        return count("ticket", ticket, low=1), None
+        """(ask id, (major, other) or None) of a Ticket or an id (:func:`.tickets.ticket_key`)."""
+        return ticket_key(ticket, self.store_id, self.path, self.config.n_items, self.config.edges)
 
     # --- reading -------------------------------------------------------------------------------
     @property

@@ -98,3 +98,25 @@ def count(name: str, value, *, low: int) -> int:
         raise ValueError(f"{name} must be an integer >= {low}" + (" and at most 2**63 - 1" if too_large else "")
                          + f", got {check._shown(value)}{hint}") from None
 
+
+
+def ticket_key(ticket, store_id, path, n_items: int, edges):
+    """(ask id, (major, other) or None) of a Ticket or an id, for the store ``store_id`` at ``path``;
+    refused (:class:`TicketError`): a ticket of another store, or whose pair is not a pair of the
+    store's ``n_items`` items and comparison graph ``edges`` (None: every pair) -- 'unknown pair'."""
+    if not isinstance(ticket, Ticket):
+        return count("ticket", ticket, low=1), None
+    if ticket.store_id is None and store_id is not None:
+        raise TicketError(f"ticket {ticket.id} carries no store id (a Ticket rebuilt without its store_id?); "
+                          f"give its id instead (tell({ticket.id}, ...)) or keep its store_id",
+                          reason="other_store", ticket=ticket.id)
+    if ticket.store_id != store_id:
+        raise TicketError(f"ticket {ticket.id} was handed out by another store (store id {ticket.store_id}), "
+                          f"not by {path} (store id {store_id}); tell it to the ranker that asked it",
+                          reason="other_store", ticket=ticket.id)
+    major, other = ticket.major, ticket.other
+    if not (0 <= major < n_items and 0 <= other < n_items) or major == other or (
+            edges is not None and (min(major, other), max(major, other)) not in set(edges)):
+        raise TicketError(f"unknown pair ({major}, {other}) on ticket {ticket.id}: not a pair of this "
+                          f"ranker's {n_items} items and their comparison graph", reason="pair", ticket=ticket.id)
+    return count("ticket id", ticket.id, low=1), (major, other)

@@ -36,6 +36,8 @@ def test_the_readme_starts_a_server_and_a_second_process_runs_the_loop_through_t
     (tmp_path / "loop.py").write_text(script.replace("http://127.0.0.1:8000", f"http://127.0.0.1:{port}"))
     (tmp_path / "outputs").mkdir()  # a checkout has it (outputs/reference/ is committed)
     env = {k: v for k, v in os.environ.items() if k != "STUDY_ONLINE_TOKEN"}
+    # the block says `python`: the interpreter running the tests, whether or not its venv is activated
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     server = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
