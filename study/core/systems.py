@@ -362,6 +362,7 @@ class Factor:
         self.V = None  # (k, r) rank-one columns (item form: (n d, r))
         self.Z = None  # K0^{-1} V (item form: Q K0^{-1} Q' V)
         self.small = None  # Cholesky of I + V'Z
+        self.W = None  # Z (I + V'Z)^{-1}: a solve is then K0^{-1} rhs - W V'K0^{-1} rhs
 
     def _shape(self):
         data = self.base.data
@@ -373,14 +374,14 @@ class Factor:
             return reduced_from_items(self.solve_item(items_from_reduced(rhs, n, d)), n, d)
         out = self.base.solve(rhs)
         if self.V is not None:
-            out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
+            out -= self.W @ (self.V.T @ out)
         return out
 
     def solve_item(self, v: np.ndarray) -> np.ndarray:
         """Q K^{-1} Q' v for sum-zero item-form v ((n d,) or (n d, c)); item-form factors only."""
         out = self.base.solve_item(v)
         if self.V is not None:
-            out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
+            out = out - self.W @ (self.V.T @ out)
         return out
 
     def item_quadratic(self, theta: np.ndarray, free: np.ndarray):
@@ -398,21 +399,19 @@ class Factor:
         return out
 
     def add(self, column: np.ndarray, max_rank: int | None = None) -> "Factor | None":
-        """A new factor for K0 + V V' + column column'; None once the rank budget (``max_rank``,
-        default :attr:`max_rank`) is used up.  With an explicit budget (large problems) only the
-        new column is solved, O(p^2) instead of O(p^2 r) (the default solves all columns again:
-        solving the new one alone changes Z's rounding, and the paper-size fits keep theirs)."""
+        """A new factor for K0 + V V' + column column' (only the new column is solved, O(p^2)); None
+        once the rank budget (``max_rank``, default :attr:`max_rank`) is used up."""
+        rank = 1 if self.V is None else self.V.shape[1] + 1
+        if rank > (self.max_rank if max_rank is None else max_rank):
+            return None
         if self.item:
             column = items_from_reduced(column, *self._shape())
-        V = column[:, None] if self.V is None else np.column_stack([self.V, column])
-        if V.shape[1] > (self.max_rank if max_rank is None else max_rank):
-            return None
+        solved = (self.base.solve_item if self.item else self.base.solve)(column)
         new = Factor(self.base, self.item)
-        new.V = V
-        solve = self.base.solve_item if self.item else self.base.solve
-        if max_rank is None or self.Z is None:
-            new.Z = solve(V)
+        if self.V is None:
+            new.V, new.Z = column[:, None], solved[:, None]
         else:
-            new.Z = np.column_stack([self.Z, solve(column)])
-        new.small = cholesky(_eye(V.shape[1]) + V.T @ new.Z)
+            new.V, new.Z = np.column_stack([self.V, column]), np.column_stack([self.Z, solved])
+        new.small = cholesky(_eye(rank) + new.V.T @ new.Z)
+        new.W = cholesky_solve(new.small, new.Z.T).T
         return new

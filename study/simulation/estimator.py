@@ -23,6 +23,7 @@ from ..core.inference import DebiasResult, debias_data
 from ..core.likelihood import ComparisonData
 from ..core.mle import identified, new_row_term, solve
 from ..core.newton import Point
+from ..core.systems import ROW_SPACE_MIN_PARAMETERS
 
 
 REGIMES = ("tie_break", "exact_balls", "identified", "stage2")
@@ -34,7 +35,9 @@ class Estimate:
 
     def __init__(self, setting, env):
         self.setting = setting
-        self.data = ComparisonData(env.n_items, env.dim, env.T, edges=env.edges)
+        # the row-space products (x_k'x_l) only where the row-space solver may be used
+        small = (env.n_items - 1) * env.dim < ROW_SPACE_MIN_PARAMETERS
+        self.data = ComparisonData(env.n_items, env.dim, env.T, edges=env.edges, row_space_rows=0 if small else None)
         self.theta = env.theta0 - env.theta0.mean(axis=0)
         self.multipliers = None
         self.debiased: DebiasResult | None = None
@@ -93,8 +96,13 @@ class Estimate:
             u = self.data.reduced_margins(self.point_beta)
             self._point = Point(self.point_beta, u, self.data.reduced_gradient(u))
         self.data.append(major, other, x, wins, m)
-        if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
+        pending = None
+        if self.factor is not None and t > s.T0:  # fold the new row into the warm-start factor (Woodbury)
             self.factor = self.factor.add(new_row_term(self.data, self.theta), self.factor_rank)
+        elif self.factor is not None:
+            pending = self.data.t - 1
+        use_point = t <= s.T0 or self.reuse_point
+        start = None if (self._point is None or not use_point) else self._point.extended(self.data)
         if t <= s.T0:
             # rows only add information: once identified, always identified; the rank bound
             # settles the early steps without a factorisation, and so does an exact null vector
@@ -106,16 +114,16 @@ class Estimate:
                     costs.add("null_vector_shortcuts")  # counted into self.work (update's block)
             reference = self.theta if s.tie_break == "nearest" else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
-                        factor_hint=self.factor, prox=0.0 if self.identified else None)
+                        factor_hint=self.factor, prox=0.0 if self.identified else None, start=start,
+                        pending=pending)
             if not fit.converged and self.identified:  # near-separable data: fall back on the tie-break term
                 fit = solve(self.data, self.theta, radius=s.gamma, reference=reference)
             self.multipliers = fit.multipliers
         else:
             ridge = s.lambda_t(t)
             reference = self.theta if (ridge == 0.0 and s.tie_break == "nearest") else None
-            start = None if self._point is None else self._point.extended(self.data)
             fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor, start=start)
-        point = fit.point if self.reuse_point else None  # set by the unconstrained fits of stage 2 only
+        point = fit.point if use_point else None
         self._point = point
         self.point_beta = None if point is None else point.beta
         self.factor = fit.factor
