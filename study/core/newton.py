@@ -218,7 +218,8 @@ def rank_one_step(objective: Objective, factor, u: np.ndarray, grad: np.ndarray,
     s = _sigmoid(margin)
     direction = solved[:, 1] * (slope0 - (m * s - wins))
     direction -= solved[:, 0]
-    return direction, factor.add(math.sqrt(m * s * (1.0 - s)) * r)
+    root_weight = math.sqrt(m * s * (1.0 - s))
+    return direction, factor.add(root_weight * r, solved=root_weight * solved[:, 1])
 
 
 class _Preconditioner:
@@ -231,7 +232,7 @@ class _Preconditioner:
     def solve(self, rhs):
         return self.factor.approximate_solve(rhs)
 
-    def add(self, column):
+    def add(self, column, solved=None):
         return self.factor.add(column)
 
 
