@@ -49,16 +49,17 @@ class Estimate:
         self.regime_cpu = dict.fromkeys(REGIMES, 0.0)
         self.debias_cpu = 0.0
         self.slowest = (0.0, 0)  # (CPU s, t) of the most expensive refit
-        # Stage 2 of large problems (no reduced design, where a pass over the rows costs O(t d)):
-        # each refit starts from the previous one's last point, whose margins and loss gradient it
-        # extends by the new row instead of a pass (newton.Point).  The point's beta is state;
-        # its margins and gradient a cache that one pass recomputes (a reopened online ranker's).
-        # Paper-size fits (a pass of a few microseconds) start from theta as before.
-        self.reuse_point = self.data.design is None
-        # and their warm-start factor takes more rank-one terms before it is refreshed: a refresh
-        # (the Hessian, O(t d^2)) then costs more than the Woodbury terms (O(p^2) each); measured
-        # at n = 5, t = 19,000: 2.02 ms per step with 8, 1.42 with 32, 1.32 with 64
-        self.factor_rank = LARGE_FACTOR_RANK if self.reuse_point else None
+        # Every refit starts from the previous fit's last point (newton.Point: beta with its margins
+        # and loss gradient), extended by the new row in O(d) instead of a first pass over the rows,
+        # and takes the new row exactly in its first step (newton.rank_one_step).  The point's beta is
+        # state; its margins and gradient a cache that one pass recomputes (a reopened online ranker's).
+        # Large problems (no reduced design) keep stage 2's new rows in their kept preconditioner
+        # instead, whose warm-start factor takes more rank-one terms before it is refreshed: a refresh
+        # (the Hessian, O(t d^2)) then costs more than the Woodbury terms (O(p^2) each); measured at
+        # n = 5, t = 19,000: 2.02 ms per step with 8, 1.42 with 32, 1.32 with 64
+        self.reuse_point = True  # (a switch for the benchmarks and tests that measure what the point saves)
+        self.large = self.data.design is None
+        self.factor_rank = LARGE_FACTOR_RANK if self.large else None
         self.point_beta = None
         self._point = None
 
@@ -97,12 +98,12 @@ class Estimate:
             self._point = Point(self.point_beta, u, self.data.reduced_gradient(u))
         self.data.append(major, other, x, wins, m)
         pending = None
-        if self.factor is not None and t > s.T0:  # fold the new row into the warm-start factor (Woodbury)
+        if self.factor is not None and t > s.T0 and self.large:
+            # large problems' stage 2: the new row into the kept preconditioner at theta(t-1)'s weight
             self.factor = self.factor.add(new_row_term(self.data, self.theta), self.factor_rank)
         elif self.factor is not None:
-            pending = self.data.t - 1
-        use_point = t <= s.T0 or self.reuse_point
-        start = None if (self._point is None or not use_point) else self._point.extended(self.data)
+            pending = self.data.t - 1  # the refit's first step takes it exactly (newton.rank_one_step)
+        start = None if (self._point is None or not self.reuse_point) else self._point.extended(self.data)
         if t <= s.T0:
             # rows only add information: once identified, always identified; the rank bound
             # settles the early steps without a factorisation, and so does an exact null vector
@@ -122,8 +123,9 @@ class Estimate:
         else:
             ridge = s.lambda_t(t)
             reference = self.theta if (ridge == 0.0 and s.tie_break == "nearest") else None
-            fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor, start=start)
-        point = fit.point if use_point else None
+            fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor, start=start,
+                        pending=pending)
+        point = fit.point if self.reuse_point else None
         self._point = point
         self.point_beta = None if point is None else point.beta
         self.factor = fit.factor

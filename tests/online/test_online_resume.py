@@ -222,11 +222,13 @@ def test_a_store_of_the_previous_format_is_verified_then_upgraded_once(tmp_path,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ranker = Ranker(path)
-    for warning in caught:  # the stored estimate, computed on another machine, may differ in its last bits
+    for warning in caught:  # the stored estimate, computed by older code, differs within the KKT tolerances
         if "the code of policy 'RB' changed since the store was created" in str(warning.message):
             continue  # the fixture was written by older code: a policy's provenance covers more files since
         gap = float(str(warning.message).split("gave an estimate ")[1].split()[0])
-        assert "BLAS kernel" in str(warning.message) and gap < 1e-12, warning.message
+        # the core of 549859d wrote it; the stage-1 fits of this one take another path to the same
+        # tie-broken estimates (issue 37: measured 1.7e-10), last bits before that
+        assert "BLAS kernel" in str(warning.message) and gap < 1e-8, warning.message
     assert fits["n"] == 30  # the one refit of the history, in the upgrading transaction
     assert reader.n_told == 30 and reader.store_id == ranker.store_id and fits["n"] == 30  # verified anew
     reader.close()
