@@ -129,8 +129,8 @@ class ComparisonData:
         d = self.dim
         self.a[k], self.b[k] = a, b
         self.X[k] = x
-        x = np.asarray(x).ravel()  # as np.outer takes it
-        self.XX[k] = (x[:, None] * x[None, :]).ravel()  # = np.outer(x, x), without its call overhead
+        x = self.X[k]
+        np.multiply(x[:, None], x[None, :], out=self.XX[k].reshape(d, d))  # = np.outer(x, x), in place
         self.wins[k], self.m[k] = wins, m
         self._comparisons += float(self.m[k])
         e = self.edge_id[k] = self._edge(int(a), int(b))
@@ -150,7 +150,7 @@ class ComparisonData:
                 self._flat_b[k], self._flat_a[k]
         if self.design is not None:
             q = basis(self.n_items)
-            self.design[k] = ((q[b] - q[a])[:, None] * x[None, :]).ravel()
+            np.multiply((q[b] - q[a])[:, None], x[None, :], out=self.design[k].reshape(self.n_items - 1, d))
         if k < self.row_space_rows:
             products = self.X[: k + 1] @ self.X[k]
             overlap = ((self.b[: k + 1] == b).astype(float) - (self.a[: k + 1] == b)

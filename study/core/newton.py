@@ -166,7 +166,7 @@ def _new_row_margin(b: float, c: float, m: float, wins: float, u: float) -> floa
     taken only if it stays inside the bracket and at least halves the step before last, as in
     Numerical Recipes' rtsafe), to the last bit of the bracket or of Newton's step."""
     lo, hi = b - c * (m - wins), b + c * wins
-    u = min(max(u, lo), hi)
+    u = min(max(u, lo), hi)  # the new row's margin before the step: the root is near it or near b
     before = last = hi - lo
     for _ in range(200):
         s = _sigmoid(u)

@@ -407,8 +407,8 @@ class Factor:
         rank = 1 if self.V is None else self.V.shape[1] + 1
         if rank > (self.max_rank if max_rank is None else max_rank):
             return None
-        if isinstance(self.base, PrimalFactor) and len(self.base.cho) < DENSE_INVERSE_MAX_ORDER:
-            return DenseInverse.from_factor(self).add(column, max_rank, solved)
+        if self.V is None and isinstance(self.base, PrimalFactor) and len(self.base.cho) < DENSE_INVERSE_MAX_ORDER:
+            return DenseInverse.from_cholesky(self.base.cho).add(column, max_rank, solved)
         if self.item:
             column = items_from_reduced(column, *self._shape())
         solved = (self.base.solve_item if self.item else self.base.solve)(column)
@@ -426,38 +426,38 @@ DENSE_INVERSE_MAX_ORDER = 150  # (n - 1) d below which a kept factor is held as 
 
 
 class DenseInverse:
-    """K^{-1} of a small reduced Hessian held explicitly (symmetric), with rank-one terms v v' (new
-    comparison rows) folded in by Sherman-Morrison: (K + v v')^{-1} = M - (M v)(M v)' / (1 + v'M v).
+    """K^{-1} of a small reduced Hessian held explicitly, as its upper triangle (LAPACK ``potri`` on the
+    Cholesky factor; Fortran order, as BLAS reads it), with rank-one terms v v' (new comparison rows)
+    folded in by Sherman-Morrison: (K + v v')^{-1} = M - (M v)(M v)' / (1 + v'M v) (BLAS ``syr``).
     The factor a refit hands to the next one becomes this (:meth:`Factor.add`): at the paper's sizes
-    ((n-1)d = 40, 90) a solve is then one matrix-vector product and a new row one outer product,
-    where the Cholesky factor with Woodbury columns took two triangular solves (a LAPACK call of a
-    few microseconds of overhead) and three more products per solve, and a small factorisation per
-    row; the kept factor serves most of a refit's solves (the new row's step, chord steps, the
-    polish).  Its one-time cost, LAPACK ``potri`` on the Cholesky factor, is paid once per kept
-    factor.  The inverse is exact to K's condition number times the machine precision; every use is
-    a Newton-type step whose residual is computed exactly."""
+    ((n-1)d = 40, 90) a solve is then one BLAS ``symv`` and a new row one ``syr``, where the Cholesky
+    factor with Woodbury columns took two triangular solves (a LAPACK call of a few microseconds of
+    overhead) and three more products per solve, and a small factorisation per row; the kept factor
+    serves most of a refit's solves (the new row's step, chord steps, the polish).  Its one-time cost,
+    ``potri``, is paid once per kept factor.  The inverse is exact to K's condition number times
+    the machine precision; every use is a Newton-type step whose residual is computed exactly."""
 
-    def __init__(self, inverse: np.ndarray, rank: int = 0):
-        self.inverse = inverse
+    def __init__(self, upper: np.ndarray, rank: int = 0):
+        self.upper = upper
         self.rank = rank
 
     @classmethod
-    def from_factor(cls, factor: "Factor") -> "DenseInverse":
-        """The explicit inverse of a :class:`Factor` (a dense Cholesky base and its Woodbury columns)."""
-        inverse = symmetric_inverse(factor.base.cho)
-        out = cls(inverse)
-        if factor.V is not None:  # (K0 + V V')^{-1} = M0 - Z (I + V'Z)^{-1} Z' with Z = M0 V
-            out.inverse = inverse - factor.W @ factor.Z.T
-            out.rank = factor.V.shape[1]
-        return out
+    def from_cholesky(cls, cho: np.ndarray) -> "DenseInverse":
+        """The inverse of the matrix whose upper Cholesky factor is ``cho``."""
+        upper, info = lapack.dpotri(cho)
+        if info != 0:
+            raise LinAlgError(f"dpotri failed (info={info})")
+        return cls(upper)
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
-        return self.inverse @ rhs
+        if rhs.ndim == 1:
+            return blas.dsymv(1.0, self.upper, rhs)
+        return blas.dsymm(1.0, self.upper, rhs)
 
     def add(self, column: np.ndarray, max_rank: int | None = None, solved: np.ndarray | None = None):
         """K + column column' (``solved``: M column, if known); None once the rank budget
         (``max_rank``, default :attr:`Factor.max_rank`) is used up."""
         if self.rank >= (Factor.max_rank if max_rank is None else max_rank):
             return None
-        y = self.inverse @ column if solved is None else solved
-        return DenseInverse(self.inverse - np.outer(y, y * (1.0 / (1.0 + float(column @ y)))), self.rank + 1)
+        y = self.solve(column) if solved is None else solved
+        return DenseInverse(blas.dsyr(-1.0 / (1.0 + float(column @ y)), y, a=self.upper), self.rank + 1)
