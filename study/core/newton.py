@@ -20,9 +20,6 @@ from .iterative import IterativeFactor, iterative
 from .likelihood import ComparisonData
 from .systems import factorize, reduced_weights
 
-import os
-_SH = bool(os.environ.get("SH"))
-_SH_TOL = float(os.environ.get("SH_TOL", "0.25"))
 FORCING = 1e-3  # inexact Newton (iterative solver): the step solves K d = -g to FORCING * ||g||_inf
 
 
@@ -359,6 +356,4 @@ def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, 
         else:
             return done(residual <= 1e3 * tol)
         beta, u, value = trial, trial_u, trial_value
-        if _SH and not objective.iterative and abs(size - 1.0) <= _SH_TOL:
-            chord, previous = True, np.inf
     return done(False)
