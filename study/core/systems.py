@@ -408,7 +408,10 @@ class Factor:
         if rank > (self.max_rank if max_rank is None else max_rank):
             return None
         if self.V is None and isinstance(self.base, PrimalFactor) and len(self.base.cho) < DENSE_INVERSE_MAX_ORDER:
-            return DenseInverse.from_cholesky(self.base.cho).add(column, max_rank, solved)
+            try:
+                return DenseInverse.from_cholesky(self.base.cho).add(column, max_rank, solved)
+            except LinAlgError:  # cannot happen for a (damped) positive definite K: the Woodbury route then
+                pass
         if self.item:
             column = items_from_reduced(column, *self._shape())
         solved = (self.base.solve_item if self.item else self.base.solve)(column)
