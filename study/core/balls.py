@@ -12,10 +12,12 @@ tolerances; they differ in cost and in robustness.
 
 * :func:`dual_ascent` -- projected Newton ascent on the concave dual over nu >= 0, each dual point
   solved by the inner Newton (cheap where a warm start from the previous step is good: the
-  tie-break problems of stage 1, whose F is strictly convex whatever nu).  For large problems the
-  dual curvature comes from the kept PCG preconditioner, corrected by BFGS updates along the dual
-  steps taken (:func:`_secant`), and each trial point's inner Newton starts from the first-order
-  prediction of its minimiser (:meth:`study.core.iterative.IterativeFactor.predict`).
+  tie-break problems of stage 1, whose F is strictly convex whatever nu).  The dual curvature of
+  small problems comes from the inner solve's last factor (at the current multipliers, near
+  theta: a quasi-Newton dual step, one factorisation per dual step fewer); for large problems from
+  the kept PCG preconditioner, corrected by BFGS updates along the dual steps taken
+  (:func:`_secant`), and each trial point's inner Newton starts from the first-order prediction of
+  its minimiser (:meth:`study.core.iterative.IterativeFactor.predict`).
 * :func:`active_set_newton` -- Newton's method on the KKT system in (theta, nu) with a primal-dual
   active set (Hintermueller, Ito & Kunisch 2002, with the ball constraints linearised): one linear
   KKT solve per iteration, no inner minimisation.  Used for the exact opt1 problems (no tie-break

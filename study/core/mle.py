@@ -10,11 +10,15 @@ on the sum-zero subspace, theta = Q beta (Q orthonormal Helmert contrasts, appli
 transforms of :mod:`study.core.contrasts`; margins and gradients in item form, O(t d);
 :mod:`study.core.newton`), each Newton system solved exactly by :func:`study.core.systems.factorize`
 (the t x t row-space system while rows are fewer than parameters, the dense reduced Hessian
-otherwise) or, from 300 parameters, by PCG (:mod:`study.core.iterative`), warm-started from
-theta(t-1) and from the previous step's factor with the new row folded in by a Woodbury update
-(chord steps, undone and refactorised when they do not cut the residual tenfold); without ball
-constraints also from the previous fit's ``point`` (its margins and loss gradient, extended by
-the new rows: :class:`study.core.newton.Point`), which saves a pass over the rows.  The ball
+otherwise) or, from 300 parameters, by PCG (:mod:`study.core.iterative`), warm-started from the
+previous fit's ``point`` (theta(t-1) with its margins and loss gradient, extended by the new row:
+:class:`study.core.newton.Point`, which saves a pass over the rows) and from the previous fit's
+factor.  The refit's first step takes the new row exactly (:func:`study.core.newton.rank_one_step`:
+the quadratic model of the other terms plus the new row's likelihood, one scalar equation in its
+margin), and folds it into the factor at the weight of its new margin; chord steps follow (undone
+and refactorised when they do not cut the residual tenfold).  Below 150 parameters the kept factor
+is held as its explicit inverse, new rows folded in by Sherman-Morrison
+(:class:`study.core.systems.DenseInverse`).  The ball
 constraints (:mod:`study.core.balls`) are handled by per-item Lagrange multipliers nu_i >= 0,
 found by projected Newton ascent on the (concave) dual, each dual point solved by the inner
 Newton (the dual Newton step on the secular form 1/||theta_i|| - 1/gamma (More & Sorensen), its
@@ -32,7 +36,8 @@ compared) and stage-1's argmin is a whole affine set.  We pick a point of it exp
 proximal term eps/2 ||theta - theta_ref||^2 with eps = ``TIE_BREAK_WEIGHT`` (1 + sum_k m_k) / n,
 TIE_BREAK_WEIGHT = 1e-4 of the data's average curvature per item; its minimiser tends, as
 eps -> 0, to the point of the argmin set nearest theta_ref, and a final polish (chord steps on
-the loss without the term, see ``_polish``) removes its pull in identified directions.
+the loss without the term, see ``_polish``; its first pass is the tie-broken fit's last one)
+removes its pull in identified directions.
 ``tie_break='nearest'`` uses the previous estimate as theta_ref (data-silent directions keep
 their value from theta(0)); ``'min_norm'`` uses 0 (the minimum-norm argmin).  The term is used
 only when the objective has no ridge and is dropped (``prox=0``) once the argmin is unique: the

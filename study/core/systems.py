@@ -16,7 +16,9 @@ exact solvers, chosen by size:
   is enforced through its d Lagrange multipliers (the bordered system of paper eq. ``deb``).
 
 :class:`Factor` wraps either with rank-one terms (new comparison rows) folded in by Woodbury, so
-that the previous step's factor serves the next step's chord iterations.
+that the previous step's factor serves the next step's chord iterations; below 150 parameters a
+kept dense factor becomes its explicit inverse at its first new row (:class:`DenseInverse`, rows
+by Sherman-Morrison), so that each of the next refit's solves is one BLAS product.
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 Estimator schedule (the same for every policy, as the paper's Algorithm 1 and section
 "Numerical Studies" use one estimation procedure for all methods): for t <= T0 the constrained
 MLE (label ``opt1``, radius gamma, tie-break per ``setting.tie_break``); for t > T0 the ridge MLE
-(label ``opt``, lambda_t = c_lambda sqrt(t M log T / n)).  Both are warm-started from theta(t-1)
-(large problems' stage 2 from the last fit's point: :class:`study.core.newton.Point`).
+(label ``opt``, lambda_t = c_lambda sqrt(t M log T / n)).  Both are warm-started from the last fit's
+point (theta(t-1) with its margins and loss gradient: :class:`study.core.newton.Point`) and factor,
+the new row taken exactly in the refit's first step (:func:`study.core.newton.rank_one_step`).
 
 The estimator also keeps what its refits cost (:meth:`Estimate.cost`): CPU seconds and steps in
 each regime -- stage 1 at the tie-broken point (the data leave theta unidentified), stage 1 with
