@@ -10,6 +10,7 @@ step on the full trajectory, the way typical research code does it — with the 
     python -m benchmarks.bench --scale        # seconds per replication as n grows, current vs replaced core
     python -m benchmarks.bench --scale --long # long horizons (n = 10, 100, 1000 at T = 2000; n = 100 at T = 10000)
     python -m benchmarks.bench --paper        # the paper study's sizes: current vs a reference commit, CPU s (paper_study.py)
+    python -m benchmarks.bench --regimes --ref 2565cad   # CPU per step by estimator regime, current vs a commit (regimes.py)
 
 Run from the repository's root (the benchmarks are not installed with the package).
 """
@@ -32,7 +33,8 @@ from study.simulation.replication import run_environment
 from study.simulation.settings import SETTINGS
 
 from . import cores
-from .paper_study import print_paper
+from .paper_study import ROOT, print_paper
+from .regimes import print_regimes
 
 PREVIOUS_COMMIT = cores.CORES["previous"].commit  # the older cores are read from git (benchmarks/cores.py)
 
@@ -312,6 +314,36 @@ def in_child(*args):
         return pool.submit(_timed_in_child, *args).result()
 
 
+LONG_CHILD = r"""
+import json, sys, time
+from threadpoolctl import threadpool_limits
+from study.simulation.environment import BTLEnvironment
+from study.simulation.replication import run_environment
+from study.simulation.settings import SETTINGS
+n, T, seed = json.loads(sys.argv[1])
+setting = SETTINGS["B"].replace(n_items=n, dim=10, M=50, T=T, T0=int(0.4 * T), truth="normal", p="2log(n)/n", ci_every=0)
+env = BTLEnvironment(setting, seed)
+cpu, wall = time.process_time(), time.perf_counter()
+with threadpool_limits(limits=1, user_api="blas"):
+    result = run_environment(env, "RB", setting, seed=seed)
+print(json.dumps([time.process_time() - cpu, time.perf_counter() - wall, float(result.trajectory["rel_error"][-1]),
+                  result.trajectory["major"].tolist()]))
+"""
+
+
+def timed_commit(tree, n_items, T, seed):
+    """One replication of :func:`long_setting` under the package ``study`` in ``tree`` (a commit exported by
+    git archive), in a fresh process: (CPU s, wall s, final relative error, choices)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", LONG_CHILD, json.dumps([n_items, T, seed])], cwd=tree,
+                          env=dict(os.environ, PYTHONPATH=str(tree)), check=True, capture_output=True, text=True)
+    cpu, wall, error, major = json.loads(proc.stdout.strip().splitlines()[-1])
+    return cpu, wall, error, np.array(major)
+
+
 def _load() -> str:
     """The 1, 5 and 15 minute load averages (timings on a shared machine are read beside them)."""
     import os
@@ -319,28 +351,43 @@ def _load() -> str:
 
 
 def print_long(args):
+    import tempfile
+    from pathlib import Path
+    from .paper_study import export_reference
     cases = [tuple(int(v) for v in case.split(":")) for case in args.cases] if args.cases else LONG_CASES
-    print("RB, d = 10, M = 50, T0 = 0.4 T, theta* ~ N(0, 1/d), p = 2 log(n)/n, no CI grid; one replication "
-          f"(seed {args.seed}) per case, each in a fresh process; CPU seconds (wall in brackets); peak RSS of the "
-          "process (growth during the replication in brackets); the previous core (benchmarks/cores.py, "
-          f"commit {PREVIOUS_COMMIT}) where n T <= {args.previous_max:,}; load {_load()}")
+    reps = args.reps or 1
+    reference = f"the package of commit {args.long_ref} (git archive)" if args.long_ref else \
+        f"the previous core (benchmarks/cores.py, commit {PREVIOUS_COMMIT})"
+    print(f"RB, d = 10, M = 50, T0 = 0.4 T, theta* ~ N(0, 1/d), p = 2 log(n)/n, no CI grid; {reps} replication(s) "
+          f"(seeds {args.seed}-{args.seed + reps - 1}) per case, each in a fresh process; CPU seconds (wall in "
+          "brackets; with several seeds the median, and the largest over the median); peak RSS of the process "
+          f"(growth during the replication in brackets); {reference} on the first seed where n T <= "
+          f"{args.previous_max:,}, alternating with the current tree; load {_load()}")
     print(f"{'n':>5}{'T':>7}{'params':>8}{'current CPU s':>22}{'vs n=10':>9}{'ms/step':>9}{'peak MB':>17}"
-          f"{'previous CPU s':>22}{'speed-up':>10}{'same choices':>14}{'rel. error':>12}")
+          f"{'reference CPU s':>22}{'speed-up':>10}{'same choices':>14}{'rel. error':>12}{'max/median':>12}")
     base = None
-    for n, T in cases:
-        cpu, wall, peak, growth, error, major = in_child(n, T, args.seed, "current")
-        if n == 10 and T == cases[0][1]:
-            base = cpu
-        ratio = f"{cpu / base:8.1f}x" if base else f"{'':9}"
-        line = (f"{n:5d}{T:7d}{(n - 1) * 10:8d}{cpu:12.1f} ({wall:6.1f})" + ratio
-                + f"{1e3 * cpu / T:9.2f}{peak:9.0f} ({growth:5.0f})")
-        if n * T <= args.previous_max:
-            old_cpu, old_wall, _, _, old_error, old_major = in_child(n, T, args.seed, "previous")
-            line += (f"{old_cpu:12.1f} ({old_wall:6.1f}){old_cpu / cpu:9.1f}x"
-                     f"{str(bool(np.array_equal(major, old_major))):>14}{error:12.4f}")
-        else:
-            line += f"{'(not run)':>22}{'':10}{'':14}{error:12.4f}"
-        print(line, flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-long-") as tmp:
+        tree = export_reference(args.long_ref, Path(tmp)) if args.long_ref else None
+        for n, T in cases:
+            runs = [in_child(n, T, args.seed + k, "current") for k in range(reps)]
+            cpus = np.array([r[0] for r in runs])
+            cpu = float(np.median(cpus))
+            _, wall, peak, growth, error, major = runs[0]
+            if n == 10 and T == cases[0][1]:
+                base = cpu
+            ratio = f"{cpu / base:8.1f}x" if base else f"{'':9}"
+            line = (f"{n:5d}{T:7d}{(n - 1) * 10:8d}{cpu:12.1f} ({wall:6.1f})" + ratio
+                    + f"{1e3 * cpu / T:9.2f}{peak:9.0f} ({growth:5.0f})")
+            if n * T <= args.previous_max:
+                if tree is not None:
+                    old_cpu, old_wall, _, old_major = timed_commit(tree, n, T, args.seed)
+                else:
+                    old_cpu, old_wall, _, _, _, old_major = in_child(n, T, args.seed, "previous")
+                line += (f"{old_cpu:12.1f} ({old_wall:6.1f}){old_cpu / runs[0][0]:9.1f}x"
+                         f"{str(bool(np.array_equal(major, old_major))):>14}{error:12.4f}")
+            else:
+                line += f"{'(not run)':>22}{'':10}{'':14}{error:12.4f}"
+            print(line + f"{cpus.max() / cpu:12.2f}", flush=True)
     print(f"load at the end: {_load()}")
 
 
@@ -353,7 +400,8 @@ def main(argv=None):
     parser.add_argument("--breakdown", action="store_true",
                         help="time each replication by estimation regime instead (study settings, CIs included)")
     parser.add_argument("--reps", type=int, default=None,
-                        help="replications per cell for --breakdown (default 3) and per n for --scale (default 2)")
+                        help="replications per cell for --breakdown (default 3), per n for --scale (default 2), per "
+                             "case for --long (default 1), seeds for --regimes (default 10)")
     parser.add_argument("--M", type=int, nargs="+", default=None, help="M values for --breakdown (default: the setting's)")
     parser.add_argument("--batching", action="store_true",
                         help="time one stage-2 chord iteration per replication, looped vs batched")
@@ -370,14 +418,22 @@ def main(argv=None):
                         "1000:2000 100:10000)")
     parser.add_argument("--previous-max", type=int, default=PREVIOUS_MAX_ITEMS_TIMES_T,
                         help="--long: run the previous core only where n T is at most this")
+    parser.add_argument("--long-ref", default=None,
+                        help="--long: the reference is the study package of this commit (git archive) instead of "
+                             "the previous core")
+    parser.add_argument("--regimes", action="store_true",
+                        help="CPU per step by estimator regime, current vs --ref (benchmarks/regimes.py; default "
+                             "Setting B, RB and ETA, seeds 1-10)")
     parser.add_argument("--paper", action="store_true",
                         help="CPU s per replication at the paper study's sizes, current vs --ref (benchmarks/paper_study.py)")
     parser.add_argument("--ref", default="2055c8d", help="--paper: the reference commit")
-    parser.add_argument("--rounds", type=int, default=2, help="--paper: rounds of alternating measurements")
+    parser.add_argument("--rounds", type=int, default=2, help="--paper, --regimes: rounds of alternating measurements")
     args = parser.parse_args(argv)
     if args.paper:
         args.reps = args.reps or 2
         return print_paper(args)
+    if args.regimes:
+        return print_regimes(args)
     if args.scale and args.long:
         return print_long(args)
     if args.scale:

@@ -1,12 +1,14 @@
-"""Paired trajectories of two versions of the code: run RB at setting L with the same seeds under
-each (the version on ``PYTHONPATH``), store each replication's choices, relative errors and CPU
-seconds, then compare the two stores.  The reference for a change of solver path against the code
-just before it (``benchmarks.paired`` compares with the core of 549859d, read from git by ``benchmarks.cores``).
+"""Paired trajectories of two versions of the code: run a method (default RB) at a setting (default
+L, n = 31, T = 800; or the paper's A or B) with the same seeds under each (the version on
+``PYTHONPATH``), store each replication's choices, relative errors, final estimate and CPU seconds,
+then compare the two stores.  The reference for a change of solver path against the code just
+before it (``benchmarks.paired`` compares with the core of 549859d, read from git by ``benchmarks.cores``).
 
-    git worktree add /tmp/before <commit>
+    mkdir /tmp/before && git archive <commit> study | tar -x -C /tmp/before
     PYTHONPATH=/tmp/before python benchmarks/trajectories.py run --out before.npz   # that commit's study
     python benchmarks/trajectories.py run --out after.npz
     python benchmarks/trajectories.py compare before.npz after.npz
+    python benchmarks/trajectories.py run --setting B --method ETA --reps 10 --seed 1 --out b.npz
 
 (run as a file, so that ``study`` is imported from ``PYTHONPATH`` when it is set, from the
 installed checkout otherwise).
@@ -26,20 +28,23 @@ from study.simulation.replication import run_environment
 from study.simulation.settings import SETTINGS
 
 
-def run(n: int, T: int, seeds, out: str) -> None:
+def run(n: int, T: int, seeds, out: str, setting_name: str = "L", method: str = "RB") -> None:
     import study
     print(f"study imported from {study.__file__}", flush=True)
-    setting = SETTINGS["L"].replace(n_items=n, T=T, ci_every=0)
+    setting = SETTINGS[setting_name].replace(ci_every=0)
+    if setting_name == "L":
+        setting = setting.replace(n_items=n, T=T)
     arrays = {}
     for seed in seeds:
         env = BTLEnvironment(setting, seed)
         cpu = time.process_time()
         with threadpool_limits(limits=1, user_api="blas"):
-            result = run_environment(env, "RB", setting, seed=seed)
+            result = run_environment(env, method, setting, seed=seed)
         arrays[f"cpu{seed}"] = np.array(time.process_time() - cpu)
         arrays[f"major{seed}"] = result.trajectory["major"]
         arrays[f"other{seed}"] = result.trajectory["other"]
         arrays[f"error{seed}"] = result.trajectory["rel_error"]
+        arrays[f"theta{seed}"] = result.theta_final
         print(f"seed {seed}: {float(arrays[f'cpu{seed}']):.1f} CPU s", flush=True)
     np.savez(out, T0=np.array(setting.T0), **arrays)
 
@@ -66,6 +71,10 @@ def compare(first: str, second: str) -> None:
         print(f"  seed {seed}: {count} choices differ, the first at t = {step}")
     print(f"relative error, max relative difference: stage 1 median {np.median(stage1):.1e}, max "
           f"{max(stage1):.1e}; from T0 on max {max(stage2):.1e}")
+    same = [seed for seed in seeds if (seed, ) not in {(s_,) for s_, _, _ in differing}]
+    if same and all(f"theta{seed}" in a.files and f"theta{seed}" in b.files for seed in same):
+        final = max(float(np.abs(a[f"theta{seed}"] - b[f"theta{seed}"]).max()) for seed in same)
+        print(f"final estimates of the replications with the same choices: max |difference| {final:.1e}")
     print(f"CPU s: {cpu_a.sum():.1f} and {cpu_b.sum():.1f} in all (second / first {cpu_b.sum() / cpu_a.sum():.3f}); "
           f"median {np.median(cpu_a):.2f} and {np.median(cpu_b):.2f}; max {cpu_a.max():.2f} and {cpu_b.max():.2f}")
 
@@ -74,6 +83,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python benchmarks/trajectories.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     runner = sub.add_parser("run")
+    runner.add_argument("--setting", default="L", help="L (with --n, --T), or a paper setting, A or B")
+    runner.add_argument("--method", default="RB")
     runner.add_argument("--n", type=int, default=31)
     runner.add_argument("--T", type=int, default=800)
     runner.add_argument("--reps", type=int, default=30)
@@ -84,7 +95,7 @@ def main(argv=None) -> None:
     comparer.add_argument("second")
     args = parser.parse_args(argv)
     if args.command == "run":
-        run(args.n, args.T, range(args.seed, args.seed + args.reps), args.out)
+        run(args.n, args.T, range(args.seed, args.seed + args.reps), args.out, args.setting, args.method)
     else:
         compare(args.first, args.second)
 

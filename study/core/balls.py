@@ -12,10 +12,12 @@ tolerances; they differ in cost and in robustness.
 
 * :func:`dual_ascent` -- projected Newton ascent on the concave dual over nu >= 0, each dual point
   solved by the inner Newton (cheap where a warm start from the previous step is good: the
-  tie-break problems of stage 1, whose F is strictly convex whatever nu).  For large problems the
-  dual curvature comes from the kept PCG preconditioner, corrected by BFGS updates along the dual
-  steps taken (:func:`_secant`), and each trial point's inner Newton starts from the first-order
-  prediction of its minimiser (:meth:`study.core.iterative.IterativeFactor.predict`).
+  tie-break problems of stage 1, whose F is strictly convex whatever nu).  The dual curvature of
+  small problems comes from the inner solve's last factor (at the current multipliers, near
+  theta: a quasi-Newton dual step, one factorisation per dual step fewer); for large problems from
+  the kept PCG preconditioner, corrected by BFGS updates along the dual steps taken
+  (:func:`_secant`), and each trial point's inner Newton starts from the first-order prediction of
+  its minimiser (:meth:`study.core.iterative.IterativeFactor.predict`).
 * :func:`active_set_newton` -- Newton's method on the KKT system in (theta, nu) with a primal-dual
   active set (Hintermueller, Ito & Kunisch 2002, with the ball constraints linearised): one linear
   KKT solve per iteration, no inner minimisation.  Used for the exact opt1 problems (no tie-break
@@ -55,6 +57,7 @@ class BallFit:
     residual: float
     converged: bool
     factor: object = None
+    point: object = None  # newton.Point at theta (its margins and loss gradient), where the last pass was there
 
 
 def _slack(theta, gamma2):
@@ -67,19 +70,25 @@ def projected(nu, slack):
 
 
 def dual_ascent(data, theta, nu, *, radius, base_quad, lin, lin_r, abs_tol, feas_tol, max_steps, max_dual_steps,
-                factor_hint=None, budget: int = DUAL_BUDGET) -> BallFit:
-    """Projected Newton ascent on the dual (Bertsekas 1982) from (theta, nu)."""
+                factor_hint=None, budget: int = DUAL_BUDGET, start=None, pending=None) -> BallFit:
+    """Projected Newton ascent on the dual (Bertsekas 1982) from (theta, nu); ``start`` (a
+    :class:`study.core.newton.Point` at theta) and ``pending`` (a row not yet in ``factor_hint``)
+    are handed to the first inner solve (:func:`study.core.newton.newton`)."""
     n = theta.shape[0]
     gamma2 = float(radius) ** 2
     total_steps = 0
 
-    def inner(nu_value, start, hint):
+    def inner(nu_value, start, hint, point=None, pending=None):
         objective = Objective(data, base_quad + nu_value, lin, lin_r)
-        sol, steps, res, ok, inner_factor, u, _ = newton(objective, start, abs_tol, max_steps, hint)
-        dual = objective.value(to_reduced(sol).ravel(), u) - 0.5 * gamma2 * float(nu_value.sum())
-        return sol, steps, res, ok, dual, _slack(sol, gamma2), inner_factor  # slack: the dual gradient
+        sol, steps, res, ok, inner_factor, u, end = newton(objective, start, abs_tol, max_steps, hint, point, pending)
 
-    theta, steps, residual, ok, dual, slack, last_factor = inner(nu, theta, factor_hint)
+        def dual():  # the dual function at nu_value (needed only once the dual loop moves nu)
+            beta = to_reduced(sol).ravel() if end is None else end.beta
+            return objective.value(beta, u) - 0.5 * gamma2 * float(nu_value.sum())
+
+        return sol, steps, res, ok, dual, _slack(sol, gamma2), inner_factor, end  # slack: the dual gradient
+
+    theta, steps, residual, ok, dual, slack, last_factor, point = inner(nu, theta, factor_hint, start, pending)
     total_steps += steps
     converged = False
     first_size = 1.0  # the dual line search starts from twice the last accepted step size
@@ -94,6 +103,8 @@ def dual_ascent(data, theta, nu, *, radius, base_quad, lin, lin_r, abs_tol, feas
         if gap <= feas_tol:
             converged = ok
             break
+        if callable(dual):
+            dual = dual()
         if total_steps > budget:
             costs.add("budget_stops")
             break
@@ -102,7 +113,10 @@ def dual_ascent(data, theta, nu, *, radius, base_quad, lin, lin_r, abs_tol, feas
         # step, then are projected onto nu >= 0.
         free = np.flatnonzero(~((nu <= 0.0) & (slack < 0.0)))
         objective = Objective(data, base_quad + nu, lin, lin_r)
-        factor = objective.factor(data.margins(theta))
+        if objective.iterative or last_factor is None:
+            factor = objective.factor(data.margins(theta))
+        else:  # small problems: the inner solve's last factor (at these multipliers, near theta)
+            factor = last_factor
         total_steps += 1
         # = -(Hessian of the dual); large problems: from the kept factor (exact curvature, by a PCG
         # solve per free item, did not bring the fits closer to a direct solver's: measured 7.5e-5
@@ -136,7 +150,8 @@ def dual_ascent(data, theta, nu, *, radius, base_quad, lin, lin_r, abs_tol, feas
                 start = theta if not predict else predict(theta, trial_nu - nu)
                 trial = inner(trial_nu, start, factor)
                 total_steps += trial[1]
-                rise = trial[4] - dual
+                trial_dual = trial[4]()
+                rise = trial_dual - dual
                 if rise >= 1e-4 * float(slack @ (trial_nu - nu)) or (
                         abs(rise) <= 1e-12 * (1.0 + abs(dual))
                         and float(np.abs(projected(trial_nu, trial[5])).max()) < gap):
@@ -150,8 +165,9 @@ def dual_ascent(data, theta, nu, *, radius, base_quad, lin, lin_r, abs_tol, feas
         first_size = min(1.0, 2.0 * size) if step is step_newton else first_size
         secant = _secant(curvature, free, trial_nu - nu, slack - trial[5]) if learn_curvature else None
         nu = trial_nu
-        theta, _, residual, ok, dual, slack, last_factor = trial
-    return BallFit(theta, nu, total_steps, residual, converged, last_factor)
+        theta, _, residual, ok, _, slack, last_factor, point = trial
+        dual = trial_dual
+    return BallFit(theta, nu, total_steps, residual, converged, last_factor, point)
 
 
 def _secant(curvature, free, step, fall):

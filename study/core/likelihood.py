@@ -75,6 +75,9 @@ class ComparisonData:
         self.preconditioner_stale = 0
         self.edge_lo: list[int] = []
         self.edge_hi: list[int] = []
+        self._edge_rows: list[int] = []  # rows per edge, and the rank bound they give (rank_bound)
+        self._rank_bound = 0
+        self._comparisons = 0.0  # sum of m over the stored rows (total_comparisons)
         # row-space products: worth keeping only while rows are fewer than free parameters
         if row_space_rows is None:
             row_space_rows = min((self.n_items - 1) * self.dim, ROW_SPACE_MAX_ROWS)
@@ -116,6 +119,7 @@ class ComparisonData:
             self._edge_index[key] = e
             self.edge_lo.append(key[0])
             self.edge_hi.append(key[1])
+            self._edge_rows.append(0)
         return e
 
     def append(self, a: int, b: int, x, wins: float, m: float) -> None:
@@ -125,10 +129,14 @@ class ComparisonData:
         d = self.dim
         self.a[k], self.b[k] = a, b
         self.X[k] = x
-        x = np.asarray(x).ravel()  # as np.outer takes it
-        self.XX[k] = (x[:, None] * x[None, :]).ravel()  # = np.outer(x, x), without its call overhead
+        x = self.X[k]
+        np.multiply(x[:, None], x[None, :], out=self.XX[k].reshape(d, d))  # = np.outer(x, x), in place
         self.wins[k], self.m[k] = wins, m
-        self.edge_id[k] = self._edge(int(a), int(b))
+        self._comparisons += float(self.m[k])
+        e = self.edge_id[k] = self._edge(int(a), int(b))
+        if self._edge_rows[e] < d:  # the rank bound grows while the edge has fewer than d rows
+            self._rank_bound += 1
+        self._edge_rows[e] += 1
         self._flat_a[k] = a * d + self._dims
         self._flat_b[k] = b * d + self._dims
         if self._cells is not None:
@@ -142,7 +150,7 @@ class ComparisonData:
                 self._flat_b[k], self._flat_a[k]
         if self.design is not None:
             q = basis(self.n_items)
-            self.design[k] = ((q[b] - q[a])[:, None] * x[None, :]).ravel()
+            np.multiply((q[b] - q[a])[:, None], x[None, :], out=self.design[k].reshape(self.n_items - 1, d))
         if k < self.row_space_rows:
             products = self.X[: k + 1] @ self.X[k]
             overlap = ((self.b[: k + 1] == b).astype(float) - (self.a[: k + 1] == b)
@@ -159,9 +167,8 @@ class ComparisonData:
     def rank_bound(self) -> int:
         """An upper bound on the rank of the reduced Hessian: the rows stored on edge e are
         (e_hi - e_lo) (x) x_k, which span at most min(n_e, d) dimensions.  Below (n - 1) d the
-        data cannot identify theta, whatever the margins."""
-        counts = np.bincount(self.edge_id[: self.t], minlength=len(self.edge_lo))
-        return int(np.minimum(counts, self.dim).sum())
+        data cannot identify theta, whatever the margins.  (Counted as rows arrive: sum_e min(n_e, d).)"""
+        return self._rank_bound
 
     def restricted_rank_bound(self, held: np.ndarray) -> tuple[int, int]:
         """(bound, needed) for the Hessian plus a positive curvature on the items ``held`` (a
@@ -248,7 +255,7 @@ class ComparisonData:
 
     @property
     def total_comparisons(self) -> float:
-        return float(self.m[: self.t].sum())
+        return self._comparisons
 
     def weights(self, u: np.ndarray) -> np.ndarray:
         """w_k = m_k sigma(u_k)(1 - sigma(u_k)), the rows' curvatures."""

@@ -10,11 +10,15 @@ on the sum-zero subspace, theta = Q beta (Q orthonormal Helmert contrasts, appli
 transforms of :mod:`study.core.contrasts`; margins and gradients in item form, O(t d);
 :mod:`study.core.newton`), each Newton system solved exactly by :func:`study.core.systems.factorize`
 (the t x t row-space system while rows are fewer than parameters, the dense reduced Hessian
-otherwise) or, from 300 parameters, by PCG (:mod:`study.core.iterative`), warm-started from
-theta(t-1) and from the previous step's factor with the new row folded in by a Woodbury update
-(chord steps, undone and refactorised when they do not cut the residual tenfold); without ball
-constraints also from the previous fit's ``point`` (its margins and loss gradient, extended by
-the new rows: :class:`study.core.newton.Point`), which saves a pass over the rows.  The ball
+otherwise) or, from 300 parameters, by PCG (:mod:`study.core.iterative`), warm-started from the
+previous fit's ``point`` (theta(t-1) with its margins and loss gradient, extended by the new row:
+:class:`study.core.newton.Point`, which saves a pass over the rows) and from the previous fit's
+factor.  The refit's first step takes the new row exactly (:func:`study.core.newton.rank_one_step`:
+the quadratic model of the other terms plus the new row's likelihood, one scalar equation in its
+margin), and folds it into the factor at the weight of its new margin; chord steps follow (undone
+and refactorised when they do not cut the residual tenfold).  Below 150 parameters the kept factor
+is held as its explicit inverse, new rows folded in by Sherman-Morrison
+(:class:`study.core.systems.DenseInverse`).  The ball
 constraints (:mod:`study.core.balls`) are handled by per-item Lagrange multipliers nu_i >= 0,
 found by projected Newton ascent on the (concave) dual, each dual point solved by the inner
 Newton (the dual Newton step on the secular form 1/||theta_i|| - 1/gamma (More & Sorensen), its
@@ -32,7 +36,8 @@ compared) and stage-1's argmin is a whole affine set.  We pick a point of it exp
 proximal term eps/2 ||theta - theta_ref||^2 with eps = ``TIE_BREAK_WEIGHT`` (1 + sum_k m_k) / n,
 TIE_BREAK_WEIGHT = 1e-4 of the data's average curvature per item; its minimiser tends, as
 eps -> 0, to the point of the argmin set nearest theta_ref, and a final polish (chord steps on
-the loss without the term, see ``_polish``) removes its pull in identified directions.
+the loss without the term, see ``_polish``; its first pass is the tie-broken fit's last one)
+removes its pull in identified directions.
 ``tie_break='nearest'`` uses the previous estimate as theta_ref (data-silent directions keep
 their value from theta(0)); ``'min_norm'`` uses 0 (the minimum-norm argmin).  The term is used
 only when the objective has no ridge and is dropped (``prox=0``) once the argmin is unique: the
@@ -59,7 +64,7 @@ from .balls import active_set_newton, dual_ascent
 from .contrasts import from_reduced, to_reduced
 from .guards import check_fit_size
 from .likelihood import ComparisonData
-from .newton import Objective, newton
+from .newton import Objective, Point, newton
 from .separation import nonconvergence_advice, refuse_if_separable
 from .systems import cholesky, reduced_hessian
 
@@ -92,32 +97,35 @@ class FitResult:
 def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, radius: float | None = None,
           reference: np.ndarray | None = None, prox: float | None = None, multipliers: np.ndarray | None = None,
           tol: float | None = None, max_steps: int = 100, max_dual_steps: int = 100, factor_hint=None,
-          start=None) -> FitResult:
+          start=None, pending=None) -> FitResult:
     """Minimise L(theta) + ridge/2 ||theta||^2 [+ prox/2 ||theta - reference||^2] over the sum-zero
     space, with ||theta_i|| <= radius if given.  ``prox`` defaults to ``TIE_BREAK_WEIGHT`` when
     ridge == 0 (the tie-break, see module docstring) and to 0 otherwise.  ``start``, a
     :class:`study.core.newton.Point` on ``data`` (the previous fit's ``point``, extended by the new
     rows), replaces ``theta_start`` without ball constraints: the first pass over the rows is saved."""
     n, d = theta_start.shape
-    theta = theta_start - theta_start.sum(axis=0) / n  # = mean, without np.mean's call overhead
+    # a start point is at theta_start (the previous fit's, which sums to zero): no centring
+    theta = theta_start if start is not None else theta_start - theta_start.sum(axis=0) / n  # = mean, cheaper
+    comparisons = data.total_comparisons
     if prox is None:
-        prox = TIE_BREAK_WEIGHT * (1.0 + data.total_comparisons) / n if ridge == 0.0 else 0.0
+        prox = TIE_BREAK_WEIGHT * (1.0 + comparisons) / n if ridge == 0.0 else 0.0
     if tol is None:  # the tie-break's tiny curvature needs a tight residual; a ridge does not
         tol = DEFAULT_TOL if prox > 0.0 else RIDGE_TOL
-    lin = None
+    lin = lin_r = None
     if prox > 0.0 and reference is not None:
-        ref = reference - reference.sum(axis=0) / n
-        lin = prox * ref
-    lin_r = None if lin is None else to_reduced(lin).ravel()
+        if start is not None and reference is theta_start:  # Q' reference is the start point's beta
+            lin, lin_r = prox * theta, prox * start.beta
+        else:
+            lin = prox * (reference - reference.sum(axis=0) / n)
+            lin_r = to_reduced(lin).ravel()
     base_quad = np.full(n, ridge + prox)
-    abs_tol = tol * (1.0 + data.total_comparisons)
+    abs_tol = tol * (1.0 + comparisons)
 
     if radius is None:
         theta, steps, residual, ok, factor, _, point = newton(Objective(data, base_quad, lin), theta, abs_tol,
-                                                              max_steps, factor_hint, start)
+                                                              max_steps, factor_hint, start, pending)
         if prox > 0.0:
-            theta, residual = _polish(data, theta, ridge, factor, abs_tol)
-            point = None
+            theta, residual, point = _polish(data, theta, ridge, factor, abs_tol, start=point)
         fit = _finish(theta, theta_start, np.zeros(n), steps, residual, ok, factor)
         fit.point = point if fit.converged else None
         return fit
@@ -129,11 +137,13 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
     if not nu.any():
         # cheap start: shrink theta into the ball (keeps warm starts feasible-ish)
         norms = np.sqrt((theta * theta).sum(axis=1))  # = np.linalg.norm(theta, axis=1), without its overhead
-        theta = theta * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
-        theta -= theta.sum(axis=0) / n
+        if (norms > radius).any():
+            theta = theta * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
+            theta -= theta.sum(axis=0) / n
+            start = None  # the point was at the unshrunk theta
     ball = dict(radius=radius, base_quad=base_quad, abs_tol=abs_tol, feas_tol=feas_tol)
     fit = dual_ascent(data, theta, nu, lin=lin, lin_r=lin_r, max_steps=max_steps, max_dual_steps=max_dual_steps,
-                      factor_hint=factor_hint, **ball)
+                      factor_hint=factor_hint, start=start, pending=pending, **ball)
     if not fit.converged and prox == 0.0 and multipliers is not None:
         # an exact opt1 problem from a warm start (the data identify theta, or the active balls of a
         # tie-broken point do): where the dual method stalls or fails (nu = 0 on an item can leave its
@@ -151,11 +161,12 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         return solve(data, theta_start, ridge=ridge, radius=radius, reference=reference, prox=prox,
                      tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps)
     theta, nu, residual, converged, last_factor = fit.theta, fit.nu, fit.residual, fit.converged, fit.factor
+    point = fit.point
     if converged and prox > 0.0 and not np.any(nu) and last_factor is not None:
-        polished, polished_residual = _polish(data, theta, ridge, last_factor, abs_tol)
+        polished, polished_residual, polished_point = _polish(data, theta, ridge, last_factor, abs_tol, start=point)
         # near-separable directions are held only by the tie-break term: keep it there
         if np.all(np.einsum("id,id->i", polished, polished) <= gamma2 + feas_tol):
-            theta, residual = polished, polished_residual
+            theta, residual, point = polished, polished_residual, polished_point
     elif converged and prox > 0.0 and _unique(data, theta, base_quad - prox + nu):
         # active balls make the argmin unique (the data plus the multipliers' curvature identify
         # theta): the tie-break is moot, so drop its term and solve opt1 exactly from the tie-broken
@@ -176,7 +187,9 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         if exact.converged:
             return exact
         costs.add("exact_fallbacks")
-    return _finish(theta, theta_start, nu, fit.steps, residual, converged, last_factor)
+    fit = _finish(theta, theta_start, nu, fit.steps, residual, converged, last_factor)
+    fit.point = point if fit.converged else None
+    return fit
 
 
 def _unique(data, theta, quad) -> bool:
@@ -227,24 +240,33 @@ def identified(data, theta, quad, rcond: float = 1e-10) -> bool:
     return value > rcond
 
 
-def _polish(data, theta, ridge, factor, tol, rounds: int = 4):
+def _polish(data, theta, ridge, factor, tol, rounds: int = 4, start: Point | None = None):
     """Remove the tie-break term's O(eps) pull in identified directions: iterate
     theta <- theta - K_eps^{-1} grad(L + ridge/2 ||.||^2) with the factor K_eps of the regularised
     Hessian.  The gradient of L has no component in data-silent directions, so those keep their
-    tie-broken values, while identified directions converge to the exact stationary point."""
+    tie-broken values, while identified directions converge to the exact stationary point.
+    ``start``, a :class:`Point` at theta (the tie-broken fit's last pass), saves the first pass.
+    Returns theta, its residual, and the :class:`Point` there (its last pass, for the next refit)."""
     n, d = theta.shape
-    beta = to_reduced(theta).ravel()
-    best, best_residual = beta, np.inf
-    for _ in range(rounds + 1):
-        reduced_grad = data.reduced_gradient(data.reduced_margins(beta)) + ridge * beta
+    if start is None:
+        beta = to_reduced(theta).ravel()
+        u = data.reduced_margins(beta)
+        loss_gradient = data.reduced_gradient(u)
+    else:
+        beta, u, loss_gradient = start.beta, start.margins, start.loss_gradient
+    best, best_residual = Point(beta, u, loss_gradient), np.inf
+    for round_ in range(rounds + 1):
+        reduced_grad = loss_gradient + ridge * beta if ridge else loss_gradient
         residual = float(np.abs(reduced_grad).max())
         if not residual < best_residual:  # diverging (e.g. a near-separable direction): stop
             break
-        best, best_residual = beta, residual
-        if residual <= tol:
+        best, best_residual = Point(beta, u, loss_gradient), residual
+        if residual <= tol or round_ == rounds:
             break
         beta = beta - factor.solve(reduced_grad)
-    return from_reduced(best.reshape(n - 1, d)), best_residual
+        u = data.reduced_margins(beta)
+        loss_gradient = data.reduced_gradient(u)
+    return from_reduced(best.beta.reshape(n - 1, d)), best_residual, best
 
 
 def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:

@@ -139,14 +139,105 @@ class Point:
         old = len(u)
         if old == data.t:
             return self
+        if old + 1 == data.t:  # one new row (every refit): scalar arithmetic, no stacking
+            row = data.reduced_row(old)
+            margin = float(row @ self.beta)
+            residual = float(data.m[old]) * float(expit(margin)) - float(data.wins[old])
+            grown = np.empty(old + 1)
+            grown[:old] = u
+            grown[old] = margin
+            return Point(self.beta, grown, grad + residual * row)
         rows = np.stack([data.reduced_row(k) for k in range(old, data.t)])
         new_u = rows @ self.beta
         residual = data.m[old:data.t] * expit(new_u) - data.wins[old:data.t]
         return Point(self.beta, np.concatenate([u, new_u]), grad + residual @ rows)
 
 
+def _sigmoid(u: float) -> float:
+    return 1.0 / (1.0 + math.exp(-u)) if u > -700.0 else 0.0
+
+
+def _new_row_margin(b: float, c: float, m: float, wins: float, u: float) -> float:
+    """The root of f(u) = u + c (m sigma(u) - wins) - b (c > 0: f increasing, one root in
+    [b - c (m - wins), b + c wins]): Newton's method safeguarded by bisection (a Newton step is
+    taken only if it stays inside the bracket and at least halves the step before last, as in
+    Numerical Recipes' rtsafe), to the last bit of the bracket or of Newton's step."""
+    lo, hi = b - c * (m - wins), b + c * wins
+    u = min(max(u, lo), hi)  # the new row's margin before the step: the root is near it or near b
+    before = last = hi - lo
+    for _ in range(200):
+        s = _sigmoid(u)
+        f = u + c * (m * s - wins) - b
+        if f > 0.0:
+            hi = u
+        elif f < 0.0:
+            lo = u
+        else:
+            return u
+        step = f / (1.0 + c * m * s * (1.0 - s))
+        if lo < u - step < hi and abs(step) <= 0.5 * before:
+            before, last = last, abs(step)
+            u -= step
+            if last <= 2e-16 * (1.0 + abs(u)):
+                return u
+        else:
+            before, last = last, 0.5 * (hi - lo)
+            u = lo + 0.5 * (hi - lo)
+        if hi - lo <= 2e-16 * (1.0 + abs(u)):
+            return u
+    return u
+
+
+def rank_one_step(objective: Objective, factor, u: np.ndarray, grad: np.ndarray, row: int):
+    """The first step of a refit whose factor K0 does not yet hold the new row ``row``: the minimiser
+    of the quadratic model of the other terms (gradient grad - l'(u_row) r, Hessian K0) plus the new
+    row's exact term l(r'beta) (l(v) = m log(1 + e^v) - wins v, r its reduced design row).  Its
+    stationarity condition is one scalar equation in the new row's margin v = r'beta,
+
+        v + c l'(v) = u_row - r'K0^{-1}(grad - l'(u_row) r),    c = r'K0^{-1}r,
+
+    solved exactly (:func:`_new_row_margin`); the step is -K0^{-1}(grad + (l'(v) - l'(u_row)) r).
+    A new comparison can move a margin far on near-separable data (a tie-break curvature of 1e-4):
+    the row's curvature at its old margin, which a Woodbury term at theta(t-1) would hold, is then
+    wrong by orders of magnitude, and chord steps with it fail.  Returns the step and the factor with
+    the row folded in at its new margin's weight (None once the factor's rank budget is used up)."""
+    data = objective.data
+    r = data.reduced_row(row)
+    m, wins = float(data.m[row]), float(data.wins[row])
+    u0 = float(u[row])
+    slope0 = m * _sigmoid(u0) - wins
+    rhs = np.empty((r.size, 2))
+    rhs[:, 0] = grad
+    rhs[:, 1] = r
+    solved = factor.solve(rhs)  # K0^{-1} grad, K0^{-1} r
+    r_solved = r @ solved
+    c = float(r_solved[1])
+    if not c > 0.0:  # cannot happen for a positive definite K0; a plain chord step then
+        return -solved[:, 0], None
+    margin = _new_row_margin(u0 - float(r_solved[0]) + slope0 * c, c, m, wins, u0)
+    s = _sigmoid(margin)
+    direction = solved[:, 1] * (slope0 - (m * s - wins))
+    direction -= solved[:, 0]
+    root_weight = math.sqrt(m * s * (1.0 - s))
+    return direction, factor.add(root_weight * r, solved=root_weight * solved[:, 1])
+
+
+class _Preconditioner:
+    """An :class:`study.core.iterative.IterativeFactor`'s kept preconditioner as a factor of K0 (the
+    Hessian before the new row) for :func:`rank_one_step`: its solve, and the row folded into it."""
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def solve(self, rhs):
+        return self.factor.approximate_solve(rhs)
+
+    def add(self, column, solved=None):
+        return self.factor.add(column)
+
+
 def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, factor_hint=None,
-           start: Point | None = None):
+           start: Point | None = None, pending: int | None = None):
     """Minimise ``objective`` over theta = Q beta from ``theta`` (assumed sum-zero).
 
     Safeguarded Newton: Armijo backtracking while the predicted decrease is visible in floating
@@ -174,6 +265,8 @@ def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, 
     precise = False  # True once steps are taken in the "model exact to working precision" regime
     before_chord = None  # the point a chord step started from, to return to if it fails
     strictly_convex = objective.strictly_convex
+    refresh_once = False  # the factor lacks the new row (rank budget): refresh it after the first step
+    predicted = False  # the last step was the new row's step on the kept preconditioner (large problems)
 
     def done(ok):
         last = objective.last_loss
@@ -184,13 +277,33 @@ def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, 
         grad = objective.gradient(beta, u, known)
         known = None
         residual = float(np.abs(grad).max())
-        if chord and not residual <= 0.1 * previous:  # the old factor is not good enough here: undo, refresh
+        if chord and before_chord is not None and not residual <= 0.1 * previous:  # the old factor is not good enough here: undo, refresh
             chord = False
             beta, u, value, grad, residual = before_chord
         if residual <= tol:
             return done(True)
+        if refresh_once and chord:
+            refresh_once = False
+            factor = objective.factor(u)
+            hessians += 1
+            costs.add("newton_systems")
         if precise and residual >= previous:  # stalled at working precision
             return done(residual <= 1e3 * tol)
+        if predicted:  # the new row's step on the kept preconditioner (large problems): kept if it helped
+            predicted = False
+            if not residual <= 0.5 * previous:
+                beta, u, value, grad, residual = before_chord
+        if pending is not None and objective.iterative and factor_hint is not None:
+            # large problems: the same step as rank_one_step's, with the kept preconditioner for K0^{-1}
+            # (an approximation: judged by the residual, like a chord step); the row joins it at its new weight
+            direction, _ = rank_one_step(objective, _Preconditioner(factor_hint), u, grad, pending)
+            pending = None
+            if math.isfinite(float(direction @ grad)) and float(direction @ grad) < 0.0:
+                previous, predicted = residual, True
+                before_chord = (beta, u, value, grad, residual)
+                beta = beta + direction
+                u, value = objective.margins(beta), None
+                continue
         if not chord:
             if hessians >= max_steps:
                 break
@@ -200,7 +313,15 @@ def newton(objective: Objective, theta: np.ndarray, tol: float, max_steps: int, 
         previous = residual
         # the iterative solver's forcing term: an inexact Newton step, accurate to a small part of
         # the residual and well below the stopping tolerance
-        direction = -(factor.solve(grad, atol=max(0.2 * tol, FORCING * residual)) if objective.iterative
+        if pending is not None and chord:
+            direction, grown = rank_one_step(objective, factor, u, grad, pending)
+            pending = None
+            # past the rank budget the factor lacks the new row: refresh it where the step lands
+            refresh_once = grown is None
+            if grown is not None:
+                factor = grown
+        else:
+            direction = -(factor.solve(grad, atol=max(0.2 * tol, FORCING * residual)) if objective.iterative
                       else factor.solve(grad))
         slope = float(grad @ direction)
         if not math.isfinite(slope) or slope >= 0:  # not a descent direction: refresh, else steepest descent

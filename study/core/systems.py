@@ -16,7 +16,9 @@ exact solvers, chosen by size:
   is enforced through its d Lagrange multipliers (the bordered system of paper eq. ``deb``).
 
 :class:`Factor` wraps either with rank-one terms (new comparison rows) folded in by Woodbury, so
-that the previous step's factor serves the next step's chord iterations.
+that the previous step's factor serves the next step's chord iterations; below 150 parameters a
+kept dense factor becomes its explicit inverse at its first new row (:class:`DenseInverse`, rows
+by Sherman-Morrison), so that each of the next refit's solves is one BLAS product.
 """
 from __future__ import annotations
 
@@ -362,6 +364,7 @@ class Factor:
         self.V = None  # (k, r) rank-one columns (item form: (n d, r))
         self.Z = None  # K0^{-1} V (item form: Q K0^{-1} Q' V)
         self.small = None  # Cholesky of I + V'Z
+        self.W = None  # Z (I + V'Z)^{-1}: a solve is then K0^{-1} rhs - W V'K0^{-1} rhs
 
     def _shape(self):
         data = self.base.data
@@ -373,14 +376,14 @@ class Factor:
             return reduced_from_items(self.solve_item(items_from_reduced(rhs, n, d)), n, d)
         out = self.base.solve(rhs)
         if self.V is not None:
-            out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
+            out -= self.W @ (self.V.T @ out)
         return out
 
     def solve_item(self, v: np.ndarray) -> np.ndarray:
         """Q K^{-1} Q' v for sum-zero item-form v ((n d,) or (n d, c)); item-form factors only."""
         out = self.base.solve_item(v)
         if self.V is not None:
-            out = out - self.Z @ cholesky_solve(self.small, self.V.T @ out)
+            out = out - self.W @ (self.V.T @ out)
         return out
 
     def item_quadratic(self, theta: np.ndarray, free: np.ndarray):
@@ -397,22 +400,69 @@ class Factor:
             out = out - zc @ cholesky_solve(self.small, zc.T)
         return out
 
-    def add(self, column: np.ndarray, max_rank: int | None = None) -> "Factor | None":
-        """A new factor for K0 + V V' + column column'; None once the rank budget (``max_rank``,
-        default :attr:`max_rank`) is used up.  With an explicit budget (large problems) only the
-        new column is solved, O(p^2) instead of O(p^2 r) (the default solves all columns again:
-        solving the new one alone changes Z's rounding, and the paper-size fits keep theirs)."""
+    def add(self, column: np.ndarray, max_rank: int | None = None, solved: np.ndarray | None = None):
+        """A new factor for K0 + V V' + column column' (only the new column is solved, O(p^2)); None
+        once the rank budget (``max_rank``, default :attr:`max_rank`) is used up.  A small dense
+        factor (:class:`DenseInverse`'s sizes) becomes its explicit inverse here: it is kept for
+        the next refit, whose solves are then one product each (``solved``, K^{-1} column, is used
+        there if given)."""
+        rank = 1 if self.V is None else self.V.shape[1] + 1
+        if rank > (self.max_rank if max_rank is None else max_rank):
+            return None
+        if self.V is None and isinstance(self.base, PrimalFactor) and len(self.base.cho) < DENSE_INVERSE_MAX_ORDER:
+            try:
+                return DenseInverse.from_cholesky(self.base.cho).add(column, max_rank, solved)
+            except LinAlgError:  # cannot happen for a (damped) positive definite K: the Woodbury route then
+                pass
         if self.item:
             column = items_from_reduced(column, *self._shape())
-        V = column[:, None] if self.V is None else np.column_stack([self.V, column])
-        if V.shape[1] > (self.max_rank if max_rank is None else max_rank):
-            return None
+        solved = (self.base.solve_item if self.item else self.base.solve)(column)
         new = Factor(self.base, self.item)
-        new.V = V
-        solve = self.base.solve_item if self.item else self.base.solve
-        if max_rank is None or self.Z is None:
-            new.Z = solve(V)
+        if self.V is None:
+            new.V, new.Z = column[:, None], solved[:, None]
         else:
-            new.Z = np.column_stack([self.Z, solve(column)])
-        new.small = cholesky(_eye(V.shape[1]) + V.T @ new.Z)
+            new.V, new.Z = np.column_stack([self.V, column]), np.column_stack([self.Z, solved])
+        new.small = cholesky(_eye(rank) + new.V.T @ new.Z)
+        new.W = cholesky_solve(new.small, new.Z.T).T
         return new
+
+
+DENSE_INVERSE_MAX_ORDER = 150  # (n - 1) d below which a kept factor is held as its explicit inverse
+
+
+class DenseInverse:
+    """K^{-1} of a small reduced Hessian held explicitly, as its upper triangle (LAPACK ``potri`` on the
+    Cholesky factor; Fortran order, as BLAS reads it), with rank-one terms v v' (new comparison rows)
+    folded in by Sherman-Morrison: (K + v v')^{-1} = M - (M v)(M v)' / (1 + v'M v) (BLAS ``syr``).
+    The factor a refit hands to the next one becomes this (:meth:`Factor.add`): at the paper's sizes
+    ((n-1)d = 40, 90) a solve is then one BLAS ``symv`` and a new row one ``syr``, where the Cholesky
+    factor with Woodbury columns took two triangular solves (a LAPACK call of a few microseconds of
+    overhead) and three more products per solve, and a small factorisation per row; the kept factor
+    serves most of a refit's solves (the new row's step, chord steps, the polish).  Its one-time cost,
+    ``potri``, is paid once per kept factor.  The inverse is exact to K's condition number times
+    the machine precision; every use is a Newton-type step whose residual is computed exactly."""
+
+    def __init__(self, upper: np.ndarray, rank: int = 0):
+        self.upper = upper
+        self.rank = rank
+
+    @classmethod
+    def from_cholesky(cls, cho: np.ndarray) -> "DenseInverse":
+        """The inverse of the matrix whose upper Cholesky factor is ``cho``."""
+        upper, info = lapack.dpotri(cho)
+        if info != 0:
+            raise LinAlgError(f"dpotri failed (info={info})")
+        return cls(upper)
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if rhs.ndim == 1:
+            return blas.dsymv(1.0, self.upper, rhs)
+        return blas.dsymm(1.0, self.upper, rhs)
+
+    def add(self, column: np.ndarray, max_rank: int | None = None, solved: np.ndarray | None = None):
+        """K + column column' (``solved``: M column, if known); None once the rank budget
+        (``max_rank``, default :attr:`Factor.max_rank`) is used up."""
+        if self.rank >= (Factor.max_rank if max_rank is None else max_rank):
+            return None
+        y = self.solve(column) if solved is None else solved
+        return DenseInverse(blas.dsyr(-1.0 / (1.0 + float(column @ y)), y, a=self.upper), self.rank + 1)

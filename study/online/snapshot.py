@@ -36,8 +36,8 @@ DTYPES = {"<f8", "<f4", "<i8", "<i4", "|b1"}
 # the config, the told rows, a cache, and what the refits cost (CPU seconds: a measurement of the
 # process that made them, which no fit reads; a reopened ranker counts its own from zero)
 SKIP_ESTIMATE = {"setting", "data", "debiased", "work", "regime_steps", "regime_cpu", "debias_cpu", "slowest",
-                 "_point", "reuse_point", "factor_rank"}
-# _point: the margins and gradient at point_beta, recomputed by one pass; reuse_point and factor_rank:
+                 "_point", "reuse_point", "large", "factor_rank"}
+# _point: the margins and gradient at point_beta, recomputed by one pass; reuse_point, large and factor_rank:
 # derived from the problem's size, as the setting is
 # what ComparisonData computes from the told rows (and its edges) alone: rebuilt by appending them
 DATA_ROWS = {"n_items", "dim", "capacity", "t", "a", "b", "X", "XX", "wins", "m", "edge_id", "_flat_a", "_flat_b",

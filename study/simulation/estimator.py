@@ -3,8 +3,9 @@
 Estimator schedule (the same for every policy, as the paper's Algorithm 1 and section
 "Numerical Studies" use one estimation procedure for all methods): for t <= T0 the constrained
 MLE (label ``opt1``, radius gamma, tie-break per ``setting.tie_break``); for t > T0 the ridge MLE
-(label ``opt``, lambda_t = c_lambda sqrt(t M log T / n)).  Both are warm-started from theta(t-1)
-(large problems' stage 2 from the last fit's point: :class:`study.core.newton.Point`).
+(label ``opt``, lambda_t = c_lambda sqrt(t M log T / n)).  Both are warm-started from the last fit's
+point (theta(t-1) with its margins and loss gradient: :class:`study.core.newton.Point`) and factor,
+the new row taken exactly in the refit's first step (:func:`study.core.newton.rank_one_step`).
 
 The estimator also keeps what its refits cost (:meth:`Estimate.cost`): CPU seconds and steps in
 each regime -- stage 1 at the tie-broken point (the data leave theta unidentified), stage 1 with
@@ -23,6 +24,7 @@ from ..core.inference import DebiasResult, debias_data
 from ..core.likelihood import ComparisonData
 from ..core.mle import identified, new_row_term, solve
 from ..core.newton import Point
+from ..core.systems import ROW_SPACE_MIN_PARAMETERS
 
 
 REGIMES = ("tie_break", "exact_balls", "identified", "stage2")
@@ -34,7 +36,9 @@ class Estimate:
 
     def __init__(self, setting, env):
         self.setting = setting
-        self.data = ComparisonData(env.n_items, env.dim, env.T, edges=env.edges)
+        # the row-space products (x_k'x_l) only where the row-space solver may be used
+        small = (env.n_items - 1) * env.dim < ROW_SPACE_MIN_PARAMETERS
+        self.data = ComparisonData(env.n_items, env.dim, env.T, edges=env.edges, row_space_rows=0 if small else None)
         self.theta = env.theta0 - env.theta0.mean(axis=0)
         self.multipliers = None
         self.debiased: DebiasResult | None = None
@@ -46,16 +50,17 @@ class Estimate:
         self.regime_cpu = dict.fromkeys(REGIMES, 0.0)
         self.debias_cpu = 0.0
         self.slowest = (0.0, 0)  # (CPU s, t) of the most expensive refit
-        # Stage 2 of large problems (no reduced design, where a pass over the rows costs O(t d)):
-        # each refit starts from the previous one's last point, whose margins and loss gradient it
-        # extends by the new row instead of a pass (newton.Point).  The point's beta is state;
-        # its margins and gradient a cache that one pass recomputes (a reopened online ranker's).
-        # Paper-size fits (a pass of a few microseconds) start from theta as before.
-        self.reuse_point = self.data.design is None
-        # and their warm-start factor takes more rank-one terms before it is refreshed: a refresh
-        # (the Hessian, O(t d^2)) then costs more than the Woodbury terms (O(p^2) each); measured
-        # at n = 5, t = 19,000: 2.02 ms per step with 8, 1.42 with 32, 1.32 with 64
-        self.factor_rank = LARGE_FACTOR_RANK if self.reuse_point else None
+        # Every refit starts from the previous fit's last point (newton.Point: beta with its margins
+        # and loss gradient), extended by the new row in O(d) instead of a first pass over the rows,
+        # and takes the new row exactly in its first step (newton.rank_one_step).  The point's beta is
+        # state; its margins and gradient a cache that one pass recomputes (a reopened online ranker's).
+        # Large problems (no reduced design) keep stage 2's new rows in their kept preconditioner
+        # instead, whose warm-start factor takes more rank-one terms before it is refreshed: a refresh
+        # (the Hessian, O(t d^2)) then costs more than the Woodbury terms (O(p^2) each); measured at
+        # n = 5, t = 19,000: 2.02 ms per step with 8, 1.42 with 32, 1.32 with 64
+        self.reuse_point = True  # (a switch for the benchmarks and tests that measure what the point saves)
+        self.large = self.data.design is None
+        self.factor_rank = LARGE_FACTOR_RANK if self.large else None
         self.point_beta = None
         self._point = None
 
@@ -93,8 +98,13 @@ class Estimate:
             u = self.data.reduced_margins(self.point_beta)
             self._point = Point(self.point_beta, u, self.data.reduced_gradient(u))
         self.data.append(major, other, x, wins, m)
-        if self.factor is not None:  # fold the new row into the warm-start factor (Woodbury)
+        pending = None
+        if self.factor is not None and t > s.T0 and self.large:
+            # large problems' stage 2: the new row into the kept preconditioner at theta(t-1)'s weight
             self.factor = self.factor.add(new_row_term(self.data, self.theta), self.factor_rank)
+        elif self.factor is not None:
+            pending = self.data.t - 1  # the refit's first step takes it exactly (newton.rank_one_step)
+        start = None if (self._point is None or not self.reuse_point) else self._point.extended(self.data)
         if t <= s.T0:
             # rows only add information: once identified, always identified; the rank bound
             # settles the early steps without a factorisation, and so does an exact null vector
@@ -106,16 +116,17 @@ class Estimate:
                     costs.add("null_vector_shortcuts")  # counted into self.work (update's block)
             reference = self.theta if s.tie_break == "nearest" else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
-                        factor_hint=self.factor, prox=0.0 if self.identified else None)
+                        factor_hint=self.factor, prox=0.0 if self.identified else None, start=start,
+                        pending=pending)
             if not fit.converged and self.identified:  # near-separable data: fall back on the tie-break term
                 fit = solve(self.data, self.theta, radius=s.gamma, reference=reference)
             self.multipliers = fit.multipliers
         else:
             ridge = s.lambda_t(t)
             reference = self.theta if (ridge == 0.0 and s.tie_break == "nearest") else None
-            start = None if self._point is None else self._point.extended(self.data)
-            fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor, start=start)
-        point = fit.point if self.reuse_point else None  # set by the unconstrained fits of stage 2 only
+            fit = solve(self.data, self.theta, ridge=ridge, reference=reference, factor_hint=self.factor, start=start,
+                        pending=pending)
+        point = fit.point if self.reuse_point else None
         self._point = point
         self.point_beta = None if point is None else point.beta
         self.factor = fit.factor

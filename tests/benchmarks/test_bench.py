@@ -86,3 +86,21 @@ def test_trajectories_of_two_runs_compare_choice_by_choice(tmp_path, capsys):
     assert "from T0 on max 0.0e+00" in out  # the same code: the same numbers
     data = np.load(first)
     assert data["major3"].shape == (40,) and int(data["T0"]) == 16
+
+
+def test_regime_table_divides_each_regimes_cpu_by_its_steps():
+    from benchmarks import regimes
+    (total,) = [regimes.run_child(regimes.ROOT, "A", ["RB"], [3])]
+    setting = bench.SETTINGS["A"]
+    assert sum(total[f"steps_{r}"] for r in regimes.STAGE1) == setting.T0
+    assert total["steps_stage2"] == setting.T - setting.T0
+    rates = regimes.per_step(total)
+    stage1 = sum(total[f"cpu_{r}"] for r in regimes.STAGE1) / setting.T0
+    assert abs(rates["stage1"] - 1e6 * stage1) <= 1e-9 * rates["stage1"]
+    assert rates["stage2"] == 1e6 * total["cpu_stage2"] / total["steps_stage2"] > 0
+
+
+def test_long_horizon_case_under_a_commits_package_is_the_same_replication():
+    cpu, wall, error, major = bench.timed_commit(bench.ROOT, 6, 40, 2)  # the tree itself as the "commit"
+    current = bench._timed_in_child(6, 40, 2, "current")
+    assert cpu > 0 and np.array_equal(major, current[5]) and abs(error - current[4]) < 1e-12

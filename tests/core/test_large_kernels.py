@@ -126,8 +126,9 @@ class Env:
 def test_stage_two_from_the_last_point_agrees_with_refits_from_theta(monkeypatch):
     """The same 600 rows fitted by three estimators: the large-problem path (each stage-2 refit
     starts from the last fit's point, the warm-start factor takes 32 rank-one terms), the same
-    without the point, and the paper-size path (neither): the same estimates within the KKT rule's
-    bound; the point saves one pass over the rows per refit, the rank budget factorisations."""
+    without the point, and the paper-size path without the point (budget 8, the new row taken in
+    the refit's first step): the same estimates within the KKT rule's bound; the point saves one
+    pass over the rows per refit, the rank budget factorisations."""
     passes = {"n": 0}
     original = ComparisonData.reduced_gradient
 
@@ -138,9 +139,9 @@ def test_stage_two_from_the_last_point_agrees_with_refits_from_theta(monkeypatch
     monkeypatch.setattr(ComparisonData, "reduced_gradient", counted)
     monkeypatch.setattr(likelihood, "REDUCED_DESIGN_MAX_ENTRIES", 0)
     fast, no_point, paper = (estimator.Estimate(Setting(), Env()) for _ in range(3))
-    assert fast.reuse_point and fast.factor_rank == estimator.LARGE_FACTOR_RANK
+    assert fast.reuse_point and fast.large and fast.factor_rank == estimator.LARGE_FACTOR_RANK
     no_point.reuse_point = False
-    paper.reuse_point, paper.factor_rank = False, None
+    paper.reuse_point, paper.large, paper.factor_rank = False, False, None
     a, b, X, wins, m = rows(4, 3, 600, seed=4)
     thetas, counts = {}, {}
     for name, est in (("fast", fast), ("no_point", no_point), ("paper", paper)):
@@ -158,7 +159,8 @@ def test_stage_two_from_the_last_point_agrees_with_refits_from_theta(monkeypatch
             assert np.abs(thetas["fast"][k] - thetas[other][k]).max() <= bound, (k, other)
     refits = 600 - Setting.T0
     assert counts["no_point"][0] - counts["fast"][0] >= 0.9 * refits  # one pass fewer per stage-2 refit
-    assert counts["fast"][1] < 0.6 * counts["paper"][1]  # 67 against 156 factorisations, measured
+    # 67 against 84 factorisations, measured (156 before the refits took the new row exactly, issue 37)
+    assert counts["fast"][1] < 0.85 * counts["paper"][1]
 
 
 def test_a_warm_start_factor_grown_column_by_column_solves_its_system(monkeypatch):

@@ -210,7 +210,9 @@ def _only_kernel_rounding(caught) -> None:
         if "the code of policy 'RB' changed since the store was created" in str(warning.message):
             continue  # the fixture was written by older code: a policy's provenance covers more files since
         gap = float(str(warning.message).split("gave an estimate ")[1].split()[0])
-        assert "BLAS kernel" in str(warning.message) and gap < 1e-12, warning.message
+        # the core of 549859d wrote it; the stage-1 fits of this one take another path to the same
+        # tie-broken estimates (issue 37: measured 1.7e-10), last bits before that
+        assert "BLAS kernel" in str(warning.message) and gap < 1e-8, warning.message
 
 
 def test_a_store_of_the_previous_format_is_verified_then_upgraded_once(tmp_path, fits):
