@@ -160,10 +160,10 @@ def test_corrupt_manifest_is_one_line_exit_2(ray_session, tmp_path, capsys):
 # The study lock
 # ---------------------------------------------------------------------------------------------
 
-def _holder(out, seconds):
+def _holder(out, seconds, *flags):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(SUPPORT_DIR)]))
-    return subprocess.Popen([sys.executable, str(SUPPORT_DIR / "lock_holder.py"), str(out), str(seconds)],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen([sys.executable, str(SUPPORT_DIR / "lock_holder.py"), str(out), str(seconds), *flags],
+                            stdin=subprocess.PIPE if flags else None, stdout=subprocess.PIPE, text=True, env=env)
 
 
 def test_lock_refuses_a_second_writer_and_is_released_by_a_crash(ray_session, tmp_path, capsys):
@@ -182,8 +182,16 @@ def test_lock_refuses_a_second_writer_and_is_released_by_a_crash(ray_session, tm
 
 
 def test_two_writers_started_together_one_is_refused(tmp_path):
-    holders = [_holder(tmp_path, 2) for _ in range(2)]
+    # both ask for the lock once both are up, and the one that gets it holds it until both have
+    # answered: however slowly a loaded machine starts them, they meet
+    holders = [_holder(tmp_path, 60, "--together") for _ in range(2)]
+    assert [h.stdout.readline().strip() for h in holders] == ["ready", "ready"]
+    for h in holders:
+        h.stdin.write("go\n")
+        h.stdin.flush()
     lines = sorted(h.stdout.readline().strip() for h in holders)
+    for h in holders:
+        h.stdin.close()
     codes = sorted(h.wait(timeout=60) for h in holders)
     assert lines[0] == "locked" and lines[1].startswith("refused: ") and "holder-run" in lines[1]
     assert codes == [0, 2]
