@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from .._util import sha256_files
+from ..core.iterative import IterativeFactor
+from ..core.systems import DenseInverse, Factor
 
 MAGIC = b"study.online checkpoint 1\n"
 DTYPES = {"<f8", "<f4", "<i8", "<i4", "|b1"}
@@ -44,6 +46,9 @@ DATA_ROWS = {"n_items", "dim", "capacity", "t", "a", "b", "X", "XX", "wins", "m"
              "_cells", "_incidence", "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx",
              "_rr", "_reduced_map", "_csr", "_csr_matrices"}
 CLASS_PREFIX = "study.core."
+# the kept factor changes kind along a path (a dense factor becomes its explicit inverse at its first
+# new row): a checkpoint's kept factor, of any of these kinds, restores onto an estimate holding another
+KEPT_FACTORS = (Factor, DenseInverse, IterativeFactor)
 _FINGERPRINT: list = []
 
 
@@ -278,7 +283,8 @@ def restore(estimate, blob: bytes):
         for name, value in restored.items():  # what a fresh estimator sets, of the same kind
             fresh = getattr(owner, name, None)
             if fresh is not None and value is not None and not isinstance(value, type(fresh)) \
-                    and not (isinstance(fresh, (int, float)) and isinstance(value, (int, float, np.number))):
+                    and not (isinstance(fresh, (int, float)) and isinstance(value, (int, float, np.number))) \
+                    and not (name == "factor" and isinstance(fresh, KEPT_FACTORS) and isinstance(value, KEPT_FACTORS)):
                 raise SnapshotError(f"its {name} is a {type(value).__name__}, not a {type(fresh).__name__}")
     for name, value in values.items():
         setattr(estimate, name, value)

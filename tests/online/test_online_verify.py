@@ -221,3 +221,24 @@ def test_a_checkpoint_that_decodes_but_lies_is_refused_where_it_would_be_used(va
             Ranker(path, readonly=True)
         assert fingerprint(path) == before
 
+
+
+def test_a_checkpoint_restores_onto_an_estimate_whose_kept_factor_is_of_another_kind(valid):
+    """Two writers' refits take different paths: one keeps a dense factor that became its explicit
+    inverse at a new row, the other a freshly factorised one.  The restore of either's checkpoint
+    onto the other's estimate is not a forged type (CI saw a second writer refused for it); another
+    kind of object in the factor's place still is."""
+    from study.core.systems import DenseInverse, Factor, factorize
+    from study.online import snapshot
+
+    with Ranker(valid, readonly=True) as reader:
+        estimate = reader._read().estimate
+    assert isinstance(estimate.factor, DenseInverse)  # what 12 refits leave: otherwise the test shows nothing
+    theta, blob = estimate.theta.copy(), snapshot.capture(estimate)
+    estimate.factor = factorize(estimate.data, estimate.data.margins(theta), np.full(estimate.data.n_items, 1e-4))
+    assert isinstance(estimate.factor, Factor)
+    snapshot.restore(estimate, blob)
+    assert isinstance(estimate.factor, DenseInverse) and np.array_equal(estimate.theta, theta)
+    estimate.factor = np.eye(2)  # not a kept factor: refused
+    with pytest.raises(snapshot.SnapshotError, match="its factor is a DenseInverse, not a ndarray"):
+        snapshot.restore(estimate, blob)
