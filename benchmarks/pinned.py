@@ -24,11 +24,11 @@ import time
 WORKLOAD = """
 import json, sys, time
 import study
-from study.simulation.replication import single_threaded_blas
+from study.core.threads import one_blas_thread
 from study.runner.numerics import describe, numerics
 jobs = json.loads(sys.argv[1])
 out = {"numerics": describe(numerics()), "runs": []}
-with single_threaded_blas():
+with one_blas_thread():
     for setting, method, seed, overrides in jobs:
         start = time.process_time()
         r = study.run_replication(setting, method, seed, **overrides)

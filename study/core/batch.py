@@ -36,6 +36,7 @@ from scipy.special import expit
 
 from .contrasts import from_reduced, to_reduced
 from .sandwich import comparison_variance
+from .threads import one_blas_thread
 
 RCOND = 1e-10  # as study.core.inference.RCOND: K counts as singular below this reciprocal condition number
 
@@ -46,17 +47,6 @@ ARMIJO = 1e-4
 # the design has at most this many entries, and otherwise after the fit unless the fit certifies
 # that the data are not separable (:func:`not_separable`).
 SEPARATION_BEFORE_FIT = 200_000
-_BLAS: list = []  # the process's ThreadpoolController, made once (inspecting the libraries costs ~7 ms)
-
-
-def one_blas_thread():
-    """A context with BLAS on one thread.  The batch fit's BLAS calls are small (per-edge Grams, a
-    (n-1)d factorisation, dot products over the rows): threads only cost, and on a loaded machine
-    their spinning made a 190 x 190 Cholesky factorisation take 0.1-0.3 s instead of 1 ms."""
-    if not _BLAS:
-        from threadpoolctl import ThreadpoolController
-        _BLAS.append(ThreadpoolController())
-    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 class Rows:

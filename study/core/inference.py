@@ -340,7 +340,8 @@ def debias(theta, i, j, X, wins, m, *, ties=None, se: str = "model", clusters=No
     (3, 2)
     """
     from .aggregate import aggregate
-    from .batch import Rows, one_blas_thread
+    from .batch import Rows
+    from .threads import one_blas_thread
 
     theta = check.finite_array("theta", theta, ndim=2)
     rcond = check.real("rcond", rcond, low=0.0, high=1.0)

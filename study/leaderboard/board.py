@@ -24,7 +24,8 @@ from scipy.stats import norm
 
 from ..core import _validate as check
 from ..core.aggregate import aggregate
-from ..core.batch import Rows, fit, one_blas_thread
+from ..core.batch import Rows, fit
+from ..core.threads import one_blas_thread
 from ..core.confseq import cs_factor
 from ..core.contrasts import to_reduced
 from ..core.inference import debias_rows

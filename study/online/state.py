@@ -22,8 +22,8 @@ import warnings
 from types import SimpleNamespace
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
+from ..core.threads import one_blas_thread
 from ..policies import Choice, Step, make_policy
 from ..simulation.estimator import Estimate
 from ..simulation.graph import ComparisonGraph
@@ -31,17 +31,6 @@ from ..simulation.replication import _SharedDebias
 from ..simulation.seeds import policy_generator
 from . import snapshot
 from .store import StoreError, pack
-
-_THREADS: list = []
-
-
-def one_blas_thread():
-    """BLAS limited to one thread for an operation, as in the simulations' loop: the matrices are small,
-    threads cost more than they gain, and a different thread count may round differently."""
-    if not _THREADS:
-        _THREADS.append(ThreadpoolController())
-    return _THREADS[0].limit(limits=1, user_api="blas")
-
 
 class Rows:
     """The told rows as arrays (for the sandwich SEs and the mean context)."""

@@ -24,11 +24,11 @@ import time
 
 import numpy as np
 from scipy.stats import norm
-from threadpoolctl import ThreadpoolController
 
 from ..core.confseq import cs_factor
 from ..core.decisions import at_step
 from ..core.inference import DebiasResult
+from ..core.threads import one_blas_thread
 from ..policies import Choice, Step, check_method, make_policy
 from ..policies.base import is_flag, read_only, unpack_choice
 from .environment import BTLEnvironment
@@ -37,17 +37,6 @@ from .graph import ComparisonGraph
 from .result import INTERVAL_COLUMNS, INTERVAL_DTYPES, ReplicationResult
 from .seeds import policy_generator, seed_sequence
 from .settings import resolve_setting
-
-
-_BLAS = []  # the process's ThreadpoolController, made on first use (inspecting the loaded libraries
-# costs about 7 ms, 4% of a replication at the paper's sizes, if repeated for every replication)
-
-
-def single_threaded_blas():
-    """A context limiting BLAS to one thread (``threadpool_limits(limits=1, user_api="blas")``)."""
-    if not _BLAS:
-        _BLAS.append(ThreadpoolController())
-    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def run_environment(env, method: str, setting, *, policy_seed=None, snapshot_times=(), seed: int = -1,
@@ -87,7 +76,7 @@ def run_environment(env, method: str, setting, *, policy_seed=None, snapshot_tim
     where OpenBLAS's threading costs far more than it gains (measured 10-40x slower on 2 cores),
     and replications are parallelised across processes instead.
     """
-    with single_threaded_blas():
+    with one_blas_thread():
         loop = _Loop(env, method, setting, policy_seed=policy_seed, snapshot_times=snapshot_times, seed=seed,
                      factory=policy, estimator=estimator)
         loop.advance(env.T)
@@ -354,7 +343,7 @@ def run_environment_methods(env, methods, setting, *, seed: int = -1) -> dict:
     {method: ReplicationResult}."""
     results = {}
     T = env.T
-    with single_threaded_blas():
+    with one_blas_thread():
         pending = list(dict.fromkeys(methods))
         while pending:
             leader = pending.pop(0)
