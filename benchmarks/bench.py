@@ -33,7 +33,7 @@ from study.simulation.replication import run_environment
 from study.simulation.settings import SETTINGS
 
 from . import cores
-from .paper_study import ROOT, print_paper
+from .paper_study import ROOT, load_average, print_paper  # ROOT: the tree itself, for the tests
 from .regimes import print_regimes
 
 PREVIOUS_COMMIT = cores.CORES["previous"].commit  # the older cores are read from git (benchmarks/cores.py)
@@ -344,12 +344,6 @@ def timed_commit(tree, n_items, T, seed):
     return cpu, wall, error, np.array(major)
 
 
-def _load() -> str:
-    """The 1, 5 and 15 minute load averages (timings on a shared machine are read beside them)."""
-    import os
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def print_long(args):
     import tempfile
     from pathlib import Path
@@ -362,7 +356,7 @@ def print_long(args):
           f"(seeds {args.seed}-{args.seed + reps - 1}) per case, each in a fresh process; CPU seconds (wall in "
           "brackets; with several seeds the median, and the largest over the median); peak RSS of the process "
           f"(growth during the replication in brackets); {reference} on the first seed where n T <= "
-          f"{args.previous_max:,}, alternating with the current tree; load {_load()}")
+          f"{args.previous_max:,}, alternating with the current tree; load {load_average()}")
     print(f"{'n':>5}{'T':>7}{'params':>8}{'current CPU s':>22}{'vs n=10':>9}{'ms/step':>9}{'peak MB':>17}"
           f"{'reference CPU s':>22}{'speed-up':>10}{'same choices':>14}{'rel. error':>12}{'max/median':>12}")
     base = None
@@ -388,7 +382,7 @@ def print_long(args):
             else:
                 line += f"{'(not run)':>22}{'':10}{'':14}{error:12.4f}"
             print(line + f"{cpus.max() / cpu:12.2f}", flush=True)
-    print(f"load at the end: {_load()}")
+    print(f"load at the end: {load_average()}")
 
 
 def main(argv=None):

@@ -81,6 +81,11 @@ def paper_jobs() -> list:
     return jobs
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages (timings on a shared machine are read beside them)."""
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def export_reference(ref: str, into: Path) -> Path:
     """The package ``study`` of commit ``ref`` in ``into`` (git archive; the repository is untouched)."""
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "study"], check=True, capture_output=True).stdout
@@ -126,7 +131,7 @@ def print_paper(args) -> None:
     seeds = [args.seed + k for k in range(args.reps)]
     print(f"CPU s per replication, T = 500, current tree vs the study package of commit {args.ref} (same run, "
           f"fresh processes alternating), seeds {seeds}, mean of {args.rounds} rounds; load: "
-          f"{os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} at start", flush=True)
+          f"{load_average()} at start", flush=True)
     result = measure(args.ref, seeds, args.rounds)
     cur, ref = result["current"], result["reference"]
     print(f"{'job':34}{'current':>10}{'reference':>11}{'speed-up':>10}   identical results")

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .paper_study import ROOT, export_reference
+from .paper_study import ROOT, export_reference, load_average
 
 REGIMES = ("tie_break", "exact_balls", "identified", "stage2")
 STAGE1 = REGIMES[:3]
@@ -75,7 +75,7 @@ def print_regimes(args) -> None:
     for setting in ["B"] if args.settings == ["A", "B"] else args.settings:
         print(f"Setting {setting}, {' and '.join(methods)}, seeds {seeds[0]}-{seeds[-1]}, one BLAS thread: CPU per "
               f"step by regime (r.cost), current tree vs the study package of commit {args.ref}, fresh processes "
-              f"alternating, the least of {args.rounds} rounds; load {' '.join(f'{v:.2f}' for v in os.getloadavg())}",
+              f"alternating, the least of {args.rounds} rounds; load {load_average()}",
               flush=True)
         runs = measure(args.ref, setting, methods, seeds, args.rounds)
         best = {name: {key: min(per_step(t)[key] for t in totals) for key in REGIMES + ("stage1",)}
@@ -92,4 +92,4 @@ def print_regimes(args) -> None:
               f"{total['current'] / total['reference']:13.2f}")
         for name in ("current", "reference"):
             print(f"stage 1 / stage 2 per step, {name}: {best[name]['stage1'] / best[name]['stage2']:.2f}")
-        print(f"load at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
+        print(f"load at the end: {load_average()}", flush=True)

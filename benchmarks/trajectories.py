@@ -71,7 +71,8 @@ def compare(first: str, second: str) -> None:
         print(f"  seed {seed}: {count} choices differ, the first at t = {step}")
     print(f"relative error, max relative difference: stage 1 median {np.median(stage1):.1e}, max "
           f"{max(stage1):.1e}; from T0 on max {max(stage2):.1e}")
-    same = [seed for seed in seeds if (seed, ) not in {(s_,) for s_, _, _ in differing}]
+    forked = {seed for seed, _, _ in differing}
+    same = [seed for seed in seeds if seed not in forked]
     if same and all(f"theta{seed}" in a.files and f"theta{seed}" in b.files for seed in same):
         final = max(float(np.abs(a[f"theta{seed}"] - b[f"theta{seed}"]).max()) for seed in same)
         print(f"final estimates of the replications with the same choices: max |difference| {final:.1e}")

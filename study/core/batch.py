@@ -35,7 +35,6 @@ from scipy.linalg import LinAlgError, lapack
 from scipy.special import expit
 
 from .contrasts import from_reduced, to_reduced
-from .sandwich import comparison_variance
 from .threads import one_blas_thread
 
 RCOND = 1e-10  # as study.core.inference.RCOND: K counts as singular below this reciprocal condition number

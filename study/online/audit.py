@@ -15,9 +15,10 @@ import json
 
 import numpy as np
 
+from ..core.threads import one_blas_thread
 from ..simulation.seeds import policy_generator
 from . import snapshot
-from .state import LoopState, one_blas_thread
+from .state import LoopState
 from .store import FORMAT, Store, StoreError
 from .verify import check_integrity, open_store, refuse
 

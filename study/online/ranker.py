@@ -40,11 +40,12 @@ import numpy as np
 from .._version import __version__
 from ..core import _validate as check
 from ..core.sandwich import check_se, robust
+from ..core.threads import one_blas_thread
 from ..policies import Step, policy_provenance, resolve_policy
 from ..simulation.replication import _checked
 from . import report, snapshot, stopping
 from .config import Config, bounded_array
-from .state import LoopState, compare_with_stored, one_blas_thread
+from .state import LoopState, compare_with_stored
 from .tickets import Ticket, TicketError, count, outcome_fields, ticket_key
 from .store import FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
 

@@ -23,7 +23,6 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..core.threads import one_blas_thread
 from ..policies import Choice, Step, make_policy
 from ..simulation.estimator import Estimate
 from ..simulation.graph import ComparisonGraph
