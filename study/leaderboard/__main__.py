@@ -44,9 +44,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tightest-at", type=float, default=None,
                    help="with --anytime: the number of comparisons at which the sequences are tightest, fixed "
                         "before looking (default: the file's)")
-    p.add_argument("--scale", choices=SCALES, default="logit",
-                   help="logit (x'theta) or elo (1000 + 400/ln 10 x the logit score, LMArena's scale)")
-    p.add_argument("--anchor", default=None, metavar="MODEL=RATING", help="with --scale elo: shift so that MODEL has RATING")
+    p.add_argument("--scale", choices=SCALES, default=None,
+                   help="logit (x'theta; the default) or elo (1000 + 400/ln 10 x the logit score, LMArena's scale; "
+                        "the default with --anchor)")
+    p.add_argument("--anchor", default=None, metavar="MODEL=RATING",
+                   help="elo scale with MODEL at RATING; each interval is then that of the difference from MODEL")
     p.add_argument("--category", default=None, help="a category column: one ranking per category (one-hot contexts)")
     p.add_argument("--features", default=None, help="numeric context columns, comma-separated: x = (1, features)")
     p.add_argument("--no-intercept", action="store_true", help="with --features: no constant 1 in x")
@@ -116,6 +118,9 @@ def build(args, progress):
     if unknown:
         raise ValueError(f"--formats: unknown {unknown}; choose from {list(FORMATS)}")
     anchor = _anchor(args.anchor)
+    scale = args.scale or ("elo" if anchor else "logit")
+    if anchor and scale != "elo":
+        raise ValueError("--anchor is a rating on the elo scale; it cannot be used with --scale logit")
     features = [c.strip() for c in args.features.split(",")] if args.features else None
     board = leaderboard(args.files, tie_rule=args.tie_rule, se=args.se, level=args.level, ridge=args.ridge,
                         anytime=args.anytime, tightest_at=args.tightest_at, judge=None if args.judge == "none"
@@ -123,7 +128,7 @@ def build(args, progress):
                         embed=args.embed, intercept=not args.no_intercept, dim=args.dim,
                         min_judgments=args.min_judgments, draws=args.draws, seed=args.seed, progress=progress)
     progress("table")
-    table = board.table(_at(args.at), scale=args.scale, anchor=anchor)
+    table = board.table(_at(args.at), scale=scale, anchor=anchor)
     files = {name: text.encode("utf-8") for name, text in render(table, formats).items()}
     if not args.no_figures:
         progress("figures")

@@ -159,6 +159,12 @@ class Leaderboard:
         x'theta (or shifted so that ``anchor=(model, rating)`` holds)."""
         if scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+        if anchor is not None:
+            if scale != "elo":
+                raise ValueError("an anchor is a rating on the elo scale: pass scale='elo' with anchor=(model, rating)")
+            if anchor[0] not in self.models:
+                raise ValueError(f"anchor model {anchor[0]!r} is not on the leaderboard")
+            anchor = (anchor[0], check.real("anchor rating", anchor[1]))
         x = self.context(x)
         key = (x.tobytes(), scale, anchor)
         if key in self._tables:
@@ -167,16 +173,17 @@ class Leaderboard:
         with one_blas_thread():
             root = self.covariance_root(x)
             ranks = rank_intervals(score, root, level=self.level, draws=self.draws, seed=self.seed)
+        if anchor is not None:
+            a = self.models.index(anchor[0])
+            # the anchored rating is R + c (s_i - s_a): a difference of two estimates, so its error is
+            # that of s_i - s_a (zero for the anchor itself), not the sum-to-zero s_i's
+            root = root - root[:, a:a + 1]
+            score = score - score[a]
         se = np.sqrt(np.einsum("pk,pk->k", root, root))
         half = self.half_width() * se
         lower, upper = score - half, score + half
         if scale == "elo":
-            offset = ELO_CENTRE
-            if anchor is not None:
-                model, rating = anchor
-                if model not in self.models:
-                    raise ValueError(f"anchor model {model!r} is not on the leaderboard")
-                offset = float(rating) - ELO_PER_LOGIT * score[self.models.index(model)]
+            offset = ELO_CENTRE if anchor is None else float(anchor[1])
             score, lower, upper = (offset + ELO_PER_LOGIT * v for v in (score, lower, upper))
             se = ELO_PER_LOGIT * se
         stats = self.model_stats()
@@ -186,6 +193,7 @@ class Leaderboard:
                               "rank_lower": ranks.lower[order], "rank_upper": ranks.upper[order]})
         frame = pd.concat([frame, stats.iloc[order].reset_index(drop=True)], axis=1)
         frame.attrs.update(self.describe(x, scale, ranks))
+        frame.attrs["anchor"] = None if anchor is None else {"model": anchor[0], "rating": float(anchor[1])}
         self._tables[key] = frame
         return frame.copy()
 

@@ -29,6 +29,10 @@ def header(meta: dict) -> list:
              f"Score on the {scale}; interval: {meta['interval']}, {meta['se_text']}; rank interval: "
              f"{meta['rank_interval']}, all models at once. Tie rule {meta['tie_rule']!r}"
              f"{'; ridge ' + format(meta['ridge'], 'g') if meta['ridge'] else ''}."]
+    anchor = meta.get("anchor")
+    if anchor:
+        lines.append(f"Anchored: `{anchor['model']}` = {anchor['rating']:g}; each rating's interval is that of its "
+                     f"difference from `{anchor['model']}` (zero width for it).")
     lines += [f"Note: {note}." for note in meta["notes"]]
     return lines
 
@@ -48,6 +52,9 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def csv_text(table: pd.DataFrame) -> str:
+    anchor = table.attrs.get("anchor")
+    if anchor:  # the ratings mean nothing without it: on every row
+        table = table.assign(anchor=f"{anchor['model']}={anchor['rating']:g}")
     return table.to_csv(index=False)
 
 
