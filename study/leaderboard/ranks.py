@@ -10,9 +10,13 @@ the best rank).  The procedure:
 1. simultaneous confidence intervals for every difference of scores,
    s_i - s_j -/+ c se_ij, with c the ``level`` quantile of max over the pairs of |Z_i - Z_j| / se_ij
    for Z ~ N(0, Sigma) (Sigma the scores' estimated covariance, se_ij^2 = Var(s_i - s_j)), by
-   ``draws`` seeded Gaussian draws; with ``stepdown`` (the default) the critical value is
-   recomputed over the pairs not yet separated until no more separate (Romano and Wolf 2005;
-   Mogstad et al., section 3.3), which keeps the family-wise guarantee and separates more pairs;
+   ``draws`` seeded Gaussian draws; with ``stepdown`` (the default) the step-down of Mogstad et
+   al., section 3.3 (after Romano and Wolf 2005): the family is the one-sided hypotheses
+   s_i <= s_j over the ordered pairs, and at each step the critical value is the ``level`` quantile
+   of the max over those not yet rejected of (Z_i - Z_j) / se_ij; a hypothesis is rejected where
+   t_ij = (s_i - s_j) / se_ij exceeds it.  Once i is found above j, s_i <= s_j leaves the family
+   but its reverse, s_j <= s_i, stays (a true null once the pair is ordered): the critical value
+   keeps it, as the family-wise proof needs.  Rejections stop when a step adds none;
 2. i is *better* than j where the interval of s_i - s_j lies above 0;
 3. the rank interval of i is [1 + #{j better than i}, n - #{j worse than i}].
 
@@ -25,7 +29,8 @@ covariances where comparisons are not Bernoulli draws or are correlated within j
 of models is fixed as the comparisons grow; the critical value carries a Monte Carlo error of about
 sqrt(level (1 - level) / draws) in coverage (0.002 at 10,000 draws).  Models whose true scores tie
 make the intervals conservative; the guarantee is tight when all scores are equal.
-(tests/leaderboard/test_ranks.py checks the simultaneous coverage in a seeded simulation.)
+(tests/leaderboard/test_leaderboard_ranks.py and test_leaderboard_rank_coverage.py check the simultaneous
+coverage in seeded simulations; test_leaderboard_stepdown.py the step-down against the paper.)
 """
 from __future__ import annotations
 
@@ -63,22 +68,29 @@ class RankIntervals:
     steps: int
 
 
-def _maxima(Z: np.ndarray, inverse: np.ndarray) -> np.ndarray:
-    """max over the pairs i < j of |Z_i - Z_j| inverse[i, j] for every draw (a row of Z); pairs with
-    ``inverse`` 0 drop out (the maximum is at least 0).  One contiguous block per i, in single
-    precision (the quantile needs no more; a third of the time of gathering the pairs)."""
+def _maxima(Z: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
+    """max over the hypotheses left of their t statistic under the null, for every draw (a row of Z):
+    for i < j, ``up[i, j]`` weighs (Z_i - Z_j) (the hypothesis s_i <= s_j) and ``down[i, j]`` weighs
+    (Z_j - Z_i) (s_j <= s_i); a weight 0 drops the hypothesis (the maximum is at least 0, which moves
+    no quantile above 1/2).  One contiguous block per i, in single precision (the quantile needs no
+    more; a third of the time of gathering the pairs)."""
     out = np.zeros(len(Z), dtype=np.float32)
     for i in range(Z.shape[1] - 1):
-        weights = inverse[i, i + 1:]
-        active = np.flatnonzero(weights)
+        w_up, w_down = up[i, i + 1:], down[i, i + 1:]
+        active = np.flatnonzero((w_up != 0) | (w_down != 0))
         if active.size == 0:
             continue
-        if 2 * active.size < weights.size:  # late steps of the step-down: few pairs left, gathered
-            block = np.abs(Z[:, i + 1 + active] - Z[:, i, None])
-            block *= weights[active]
+        if 2 * active.size < w_up.size:  # late steps of the step-down: few pairs left, gathered
+            w_up, w_down = w_up[active], w_down[active]
+            block = Z[:, i + 1 + active] - Z[:, i, None]
         else:
-            block = np.abs(Z[:, i + 1:] - Z[:, i, None])
-            block *= weights
+            block = Z[:, i + 1:] - Z[:, i, None]  # Z_j - Z_i
+        both = (w_up == w_down).all()  # the first step: every pair two-sided, |Z_i - Z_j| / se
+        if both:
+            np.abs(block, out=block)
+            block *= w_up
+        else:
+            block = np.maximum(block * w_down, -block * w_up)
         np.maximum(out, block.max(axis=1), out=out)
     return out
 
@@ -98,18 +110,23 @@ def rank_intervals(scores, root, *, level: float = 0.95, draws: int = DRAWS, see
     t = (scores[first] - scores[second]) / se
     Z = (np.random.default_rng(np.random.SeedSequence(seed)).standard_normal((draws, root.shape[0])) @ root)
     Z = Z.astype(np.float32)
-    inverse = np.zeros((n, n), dtype=np.float32)
-    inverse[first, second] = 1.0 / se
+    up = np.zeros((n, n), dtype=np.float32)  # the hypotheses s_i <= s_j (i < j) still in the family
+    up[first, second] = 1.0 / se
+    down = up.copy()  # and s_j <= s_i
     separated = np.zeros(len(first), dtype=bool)
     steps, critical = 0, np.inf
     while not separated.all():
         steps += 1
-        critical = float(np.quantile(_maxima(Z, inverse), level, method="higher"))
+        critical = float(np.quantile(_maxima(Z, up, down), level, method="higher"))
         new = ~separated & (np.abs(t) > critical)
         if not new.any():
             break
         separated |= new
-        inverse[first[new], second[new]] = 0.0
+        # s_i <= s_j rejected (t > c) leaves the family; its reverse s_j <= s_i stays (Mogstad et al.
+        # section 3.3): once the pair is ordered it is a true null whose error must still be bounded
+        above, below = new & (t > 0), new & (t < 0)
+        up[first[above], second[above]] = 0.0
+        down[first[below], second[below]] = 0.0
         if not stepdown:
             break
     better = np.zeros((n, n), dtype=bool)
