@@ -14,6 +14,8 @@ columns or prompt text (:mod:`.contexts`), and the table can be had at any conte
   separable data), one line each;
 * :mod:`.board` -- the fit, the covariance (model, sandwich, judge-clustered), the table;
 * :mod:`.ranks` -- simultaneous rank intervals (Mogstad, Romano, Shaikh & Wilhelm 2024);
+* :mod:`.published` -- LMArena's conventions: Rank (UB), Arena Score, +x/-y, votes, preliminary
+  marks, dropping low-vote models, arena-catalog's JSON;
 * :mod:`.output`, :mod:`.figures`, :mod:`.__main__` -- what is written and drawn, the command.
 
 docs/leaderboard.md is the guide.
@@ -23,6 +25,7 @@ from __future__ import annotations
 from .battles import TIE_RULES, Battles
 from .board import SCALES, SE_CHOICES, Leaderboard, estimate
 from .files import LeaderboardInputError
+from .published import drop_below
 from .ranks import RankIntervals, rank_intervals
 from .read import read_battles
 
@@ -33,7 +36,7 @@ __all__ = ["leaderboard", "Leaderboard", "read_battles", "Battles", "Leaderboard
 def leaderboard(data, *, tie_rule: str = "half", se: str = "auto", level: float = 0.95, ridge: float = 0.0,
                 anytime: bool = False, tightest_at=None, judge="auto", category=None, features=None, context=None,
                 embed=None, intercept: bool = True, dim: int = 10, embedder=None, min_judgments: int = 10,
-                draws: int = 10_000, seed: int = 0, progress=None) -> Leaderboard:
+                min_votes=None, draws: int = 10_000, seed: int = 0, progress=None) -> Leaderboard:
     """The leaderboard of a file or frame of pairwise judgments.
 
     Parameters
@@ -58,6 +61,9 @@ def leaderboard(data, *, tie_rule: str = "half", se: str = "auto", level: float 
         Judges and contexts (:func:`read_battles`).
     min_judgments : int
         Models with fewer comparisons are refused (a misspelt name, usually).
+    min_votes : int, optional
+        Models with fewer comparisons (in the whole data) are *dropped*, with a note, instead of
+        refused (LMArena's practice); 0 keeps every model.  Given, it replaces ``min_judgments``.
     draws, seed
         Gaussian draws behind the rank intervals' critical value, and their seed.
     progress : callable, optional
@@ -95,5 +101,8 @@ def leaderboard(data, *, tie_rule: str = "half", se: str = "auto", level: float 
         step("read")
         battles = read_battles(data, tie_rule=tie_rule, judge=judge, category=category, features=features,
                                context=context, embed=embed, intercept=intercept, dim=dim, embedder=embedder)
+    if min_votes is not None:
+        battles = drop_below(battles, min_votes)
+        min_judgments = 1
     return estimate(battles, tie_rule=tie_rule, se=se, level=level, ridge=ridge, anytime=anytime,
                     tightest_at=tightest_at, min_judgments=min_judgments, draws=draws, seed=seed, progress=progress)

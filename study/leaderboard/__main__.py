@@ -18,6 +18,9 @@ from .battles import TIE_RULES
 from .board import SCALES, SE_CHOICES
 from .files import LeaderboardInputError
 from .output import FORMATS, render
+from .published import PRELIMINARY_BELOW, arena_markdown, catalog_text
+
+ARENA_FORMATS = ("arena", "catalog")  # arena.md (LMArena's columns) and arena.json (arena-catalog's shape)
 
 STAGES = ("read", "aggregate", "check", "fit", "covariance", "table", "figures")
 
@@ -29,7 +32,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="CSV, Parquet, JSON or JSON Lines; several are merged")
     p.add_argument("--out", default="leaderboard", help="directory to write leaderboard.{md,csv,json} and the "
                                                         "figures to (default: ./leaderboard)")
-    p.add_argument("--formats", default=",".join(FORMATS), help="which of md,csv,json to write")
+    p.add_argument("--formats", default=",".join(FORMATS + ARENA_FORMATS),
+                   help="which of md,csv,json (the project's table), arena (arena.md: LMArena's Rank (UB), Arena "
+                        "Score, CI as +x/-y, votes) and catalog (arena.json: arena-catalog's shape) to write")
     p.add_argument("--no-figures", action="store_true", help="write no figures")
     p.add_argument("--tie-rule", choices=TIE_RULES, default="half",
                    help="half: both kinds of tie are half a win each (LMArena's count, the default); drop-bothbad: "
@@ -58,6 +63,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--at", default=None, help="rank at this context: a JSON list of d numbers, or a category's name")
     p.add_argument("--ridge", type=float, default=0.0, help="a ridge penalty for separable data (paper eq. opt)")
     p.add_argument("--min-judgments", type=int, default=10, help="models with fewer comparisons are refused")
+    p.add_argument("--min-votes", type=int, default=None, metavar="N",
+                   help="drop (instead of refusing) models with fewer than N votes, with a note; 0 keeps every model")
+    p.add_argument("--preliminary-below", type=int, default=PRELIMINARY_BELOW, metavar="N",
+                   help=f"mark models with fewer than N votes as preliminary (default {PRELIMINARY_BELOW})")
     p.add_argument("--draws", type=int, default=10_000, help="Gaussian draws of the rank intervals' critical value")
     p.add_argument("--seed", type=int, default=0, help="seed of those draws")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -114,9 +123,13 @@ def build(args, progress):
     from .figures import draw
 
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-    unknown = sorted(set(formats) - set(FORMATS))
+    unknown = sorted(set(formats) - set(FORMATS + ARENA_FORMATS))
     if unknown:
-        raise ValueError(f"--formats: unknown {unknown}; choose from {list(FORMATS)}")
+        raise ValueError(f"--formats: unknown {unknown}; choose from {list(FORMATS + ARENA_FORMATS)}")
+    if args.min_votes is not None and args.min_votes < 0:
+        raise ValueError(f"--min-votes must be 0 or more, got {args.min_votes}")
+    if args.preliminary_below < 0:
+        raise ValueError(f"--preliminary-below must be 0 or more, got {args.preliminary_below}")
     anchor = _anchor(args.anchor)
     scale = args.scale or ("elo" if anchor else "logit")
     if anchor and scale != "elo":
@@ -126,14 +139,24 @@ def build(args, progress):
                         anytime=args.anytime, tightest_at=args.tightest_at, judge=None if args.judge == "none"
                         else args.judge, category=args.category, features=features, context=args.context,
                         embed=args.embed, intercept=not args.no_intercept, dim=args.dim,
-                        min_judgments=args.min_judgments, draws=args.draws, seed=args.seed, progress=progress)
+                        min_judgments=args.min_judgments, min_votes=args.min_votes, draws=args.draws, seed=args.seed,
+                        progress=progress)
     progress("table")
-    table = board.table(_at(args.at), scale=scale, anchor=anchor)
-    files = {name: text.encode("utf-8") for name, text in render(table, formats).items()}
+    at = _at(args.at)
+    table = board.table(at, scale=scale, anchor=anchor)
+    table["preliminary"] = table["judgments"] < args.preliminary_below
+    table.attrs["preliminary_below"] = args.preliminary_below
+    files = {name: text.encode("utf-8") for name, text in render(table, [f for f in formats if f in FORMATS]).items()}
+    arena = table if scale == "elo" else board.table(at, scale="elo", anchor=anchor)
+    arena_text = arena_markdown(arena, args.preliminary_below)
+    if "arena" in formats:
+        files["arena.md"] = arena_text.encode("utf-8")
+    if "catalog" in formats:
+        files["arena.json"] = catalog_text({at if isinstance(at, str) else "full": arena}).encode("utf-8")
     if not args.no_figures:
         progress("figures")
         files.update(draw(board, table))
-    return render(table, ("md",))["leaderboard.md"], files
+    return render(table, ("md",))["leaderboard.md"] + "\n" + arena_text, files
 
 
 def main(argv=None) -> int:

@@ -32,6 +32,7 @@ from ..core.inference import debias_rows
 from . import checks
 from .battles import Battles
 from .files import LeaderboardInputError
+from .published import rank_ub
 from .ranks import DRAWS, rank_intervals
 
 SE_CHOICES = ("auto", "model", "sandwich", "cluster")
@@ -154,8 +155,8 @@ class Leaderboard:
 
     def table(self, x=None, *, scale: str = "logit", anchor=None) -> pd.DataFrame:
         """The leaderboard at context ``x`` (default: the mean context), best first: rank (by score),
-        model, score, lower, upper, se, rank_lower, rank_upper (simultaneous), judgments, wins, ties,
-        win_rate.  ``scale="elo"``: score, lower, upper and se on LMArena's scale, 1000 + 400/ln(10)
+        model, score, lower, upper, se, rank_lower, rank_upper (simultaneous), rank_ub (LMArena's Rank (UB),
+        from the marginal intervals: :mod:`.published`), judgments, wins, ties, win_rate.  ``scale="elo"``: score, lower, upper and se on LMArena's scale, 1000 + 400/ln(10)
         x'theta (or shifted so that ``anchor=(model, rating)`` holds)."""
         if scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
@@ -173,6 +174,8 @@ class Leaderboard:
         with one_blas_thread():
             root = self.covariance_root(x)
             ranks = rank_intervals(score, root, level=self.level, draws=self.draws, seed=self.seed)
+        marginal = self.half_width() * np.sqrt(np.einsum("pk,pk->k", root, root))
+        ub = rank_ub(score - marginal, score + marginal)  # LMArena's, from the sum-to-zero marginal CIs
         if anchor is not None:
             a = self.models.index(anchor[0])
             # the anchored rating is R + c (s_i - s_a): a difference of two estimates, so its error is
@@ -190,7 +193,8 @@ class Leaderboard:
         order = np.argsort(-score, kind="stable")
         frame = pd.DataFrame({"rank": np.arange(1, len(order) + 1), "model": np.asarray(self.models, object)[order],
                               "score": score[order], "lower": lower[order], "upper": upper[order], "se": se[order],
-                              "rank_lower": ranks.lower[order], "rank_upper": ranks.upper[order]})
+                              "rank_lower": ranks.lower[order], "rank_upper": ranks.upper[order],
+                              "rank_ub": ub[order]})
         frame = pd.concat([frame, stats.iloc[order].reset_index(drop=True)], axis=1)
         frame.attrs.update(self.describe(x, scale, ranks))
         frame.attrs["anchor"] = None if anchor is None else {"model": anchor[0], "rating": float(anchor[1])}
