@@ -60,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--context", default=None, help="a column of context vectors (default: 'context' if present)")
     p.add_argument("--embed", default=None, help="a column of prompt texts to embed (extra 'llm-prepare')")
     p.add_argument("--dim", type=int, default=10, help="with --embed: the context dimension")
+    p.add_argument("--by", default=None, metavar="COLUMN",
+                   help="a board per category of COLUMN (each on its own rows) and the whole log's, with an overview")
     p.add_argument("--at", default=None, help="rank at this context: a JSON list of d numbers, or a category's name")
     p.add_argument("--ridge", type=float, default=0.0, help="a ridge penalty for separable data (paper eq. opt)")
     p.add_argument("--min-judgments", type=int, default=10, help="models with fewer comparisons are refused")
@@ -117,11 +119,8 @@ def _anchor(text):
     return model, value
 
 
-def build(args, progress):
-    """(the text to print, {file name: bytes}) of the leaderboard the arguments ask for."""
-    from . import leaderboard
-    from .figures import draw
-
+def _options(args):
+    """(formats, scale, anchor) after checking the options that need no data."""
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(FORMATS + ARENA_FORMATS))
     if unknown:
@@ -134,29 +133,82 @@ def build(args, progress):
     scale = args.scale or ("elo" if anchor else "logit")
     if anchor and scale != "elo":
         raise ValueError("--anchor is a rating on the elo scale; it cannot be used with --scale logit")
-    features = [c.strip() for c in args.features.split(",")] if args.features else None
-    board = leaderboard(args.files, tie_rule=args.tie_rule, se=args.se, level=args.level, ridge=args.ridge,
-                        anytime=args.anytime, tightest_at=args.tightest_at, judge=None if args.judge == "none"
-                        else args.judge, category=args.category, features=features, context=args.context,
-                        embed=args.embed, intercept=not args.no_intercept, dim=args.dim,
-                        min_judgments=args.min_judgments, min_votes=args.min_votes, draws=args.draws, seed=args.seed,
-                        progress=progress)
-    progress("table")
-    at = _at(args.at)
+    if args.by and (args.category or args.features or args.context or args.embed or args.at):
+        raise ValueError("--by fits each category on its own rows, without contexts: give no --category, --features, "
+                         "--context, --embed or --at with it")
+    return formats, scale, anchor
+
+
+def board_files(board, at, args, formats, scale, anchor, progress, folder=""):
+    """(the project's Markdown, the arena Markdown, the elo table, {file name: bytes}) of one board."""
+    from .figures import draw
+
     table = board.table(at, scale=scale, anchor=anchor)
     table["preliminary"] = table["judgments"] < args.preliminary_below
     table.attrs["preliminary_below"] = args.preliminary_below
-    files = {name: text.encode("utf-8") for name, text in render(table, [f for f in formats if f in FORMATS]).items()}
+    files = {folder + name: text.encode("utf-8")
+             for name, text in render(table, [f for f in formats if f in FORMATS]).items()}
     arena = table if scale == "elo" else board.table(at, scale="elo", anchor=anchor)
     arena_text = arena_markdown(arena, args.preliminary_below)
     if "arena" in formats:
-        files["arena.md"] = arena_text.encode("utf-8")
-    if "catalog" in formats:
-        files["arena.json"] = catalog_text({at if isinstance(at, str) else "full": arena}).encode("utf-8")
+        files[folder + "arena.md"] = arena_text.encode("utf-8")
     if not args.no_figures:
         progress("figures")
-        files.update(draw(board, table))
-    return render(table, ("md",))["leaderboard.md"] + "\n" + arena_text, files
+        files.update({folder + name: data for name, data in draw(board, table).items()})
+    return render(table, ("md",))["leaderboard.md"], arena_text, arena, files
+
+
+def build(args, progress):
+    """(the text to print, {file name: bytes}) of the leaderboard the arguments ask for."""
+    from . import leaderboard
+    from .categories import boards, category_names, folder_names, one_category, overview
+    from .read import read_battles
+
+    formats, scale, anchor = _options(args)
+    features = [c.strip() for c in args.features.split(",")] if args.features else None
+    progress("read")
+    battles = read_battles(args.files, tie_rule=args.tie_rule, judge=None if args.judge == "none" else args.judge,
+                           category=args.by or args.category, features=features, context=args.context,
+                           embed=args.embed, intercept=not args.no_intercept, dim=args.dim)
+
+    def fit(part):
+        return leaderboard(part, tie_rule=args.tie_rule, se=args.se, level=args.level, ridge=args.ridge,
+                           anytime=args.anytime, tightest_at=args.tightest_at, min_judgments=args.min_judgments,
+                           min_votes=args.min_votes, draws=args.draws, seed=args.seed, progress=progress)
+
+    at = _at(args.at)
+    if args.by:
+        full, per = boards(battles, fit)
+        if isinstance(full, str) and all(isinstance(b, str) for b in per.values()):
+            raise LeaderboardInputError(f"no category could be ranked; the whole log: {full}")
+        progress("table")
+        folders = folder_names(per)
+        files, tables, elo = {}, {}, {}
+        for label, board in [("(all)", full), *per.items()]:
+            if isinstance(board, str):
+                continue
+            try:
+                _, _, elo[label], written = board_files(board, None, args, formats, scale, anchor, progress,
+                                                        "" if label == "(all)" else folders[label] + "/")
+            except ValueError as exc:  # an anchor model absent from this category
+                per[label] = " ".join(str(exc).split())
+                continue
+            tables[label] = elo[label]
+            files.update(written)
+        text = overview(battles.source, args.by, full, per, tables, folders)
+        files["overview.md"] = text.encode("utf-8")
+        if "catalog" in formats:
+            files["arena.json"] = catalog_text({("full" if k == "(all)" else k): v for k, v in elo.items()}).encode()
+        return text, files
+    if isinstance(at, str) and category_names(battles) is not None:
+        battles, at = one_category(battles, at), None  # that category's rows on their own (.categories)
+    board = fit(battles)
+    progress("table")
+    text, arena_text, arena, files = board_files(board, at, args, formats, scale, anchor, progress)
+    if "catalog" in formats:
+        label = args.at if isinstance(_at(args.at), str) else "full"
+        files["arena.json"] = catalog_text({label: arena}).encode("utf-8")
+    return text + "\n" + arena_text, files
 
 
 def main(argv=None) -> int:
@@ -173,6 +225,7 @@ def main(argv=None) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
             (out / name).write_bytes(data)
     except OSError as exc:
         print(f"study.leaderboard: error: cannot write to {out}: {exc.strerror or exc}", file=sys.stderr)

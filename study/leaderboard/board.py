@@ -189,7 +189,7 @@ class Leaderboard:
             offset = ELO_CENTRE if anchor is None else float(anchor[1])
             score, lower, upper = (offset + ELO_PER_LOGIT * v for v in (score, lower, upper))
             se = ELO_PER_LOGIT * se
-        stats = self.model_stats()
+        stats = self.model_stats(x)
         order = np.argsort(-score, kind="stable")
         frame = pd.DataFrame({"rank": np.arange(1, len(order) + 1), "model": np.asarray(self.models, object)[order],
                               "score": score[order], "lower": lower[order], "upper": upper[order], "se": se[order],
@@ -205,9 +205,16 @@ class Leaderboard:
         """The leaderboard at context ``x`` (:meth:`table`)."""
         return self.table(x, **options)
 
-    def model_stats(self) -> pd.DataFrame:
-        """judgments (comparisons), wins (outright), ties and win_rate (wins + ties/2 over judgments) per model."""
+    def model_stats(self, x=None) -> pd.DataFrame:
+        """judgments (comparisons), wins (outright), ties and win_rate (wins + ties/2 over judgments) per model:
+        of the category's rows where ``x`` is one category of one-hot contexts, else of every row."""
         p, n = self.pairs, len(self.models)
+        if x is not None and p.context is not None and self.battles.context_names[0] != "1":
+            contexts = self.battles.contexts
+            one_hot = contexts.shape[0] == contexts.shape[1] and np.array_equal(contexts, np.eye(len(contexts)))
+            if one_hot and np.count_nonzero(x) == 1 and float(np.max(x)) == 1.0:
+                rows = p.context == int(np.argmax(x))
+                p = Pairs(p.i[rows], p.j[rows], p.wins[rows], p.ties[rows], p.m[rows], None, None)
         judgments = np.bincount(p.i, p.m, n) + np.bincount(p.j, p.m, n)
         wins = np.bincount(p.j, p.wins, n) + np.bincount(p.i, p.m - p.wins - p.ties, n)
         ties = np.bincount(p.i, p.ties, n) + np.bincount(p.j, p.ties, n)

@@ -154,6 +154,15 @@ def check_separable(source, models, rows, contexts, context_names, fitted=None, 
         text = None
         for c in range(contexts.shape[1]):
             rows_c = rows.context == c
+            present = np.zeros(len(models), dtype=bool)
+            present[lo[rows_c]] = present[hi[rows_c]] = True
+            if not present.all():  # its score there is not identified (not separable data)
+                absent = np.flatnonzero(~present).tolist()
+                raise LeaderboardInputError(
+                    f"{source}: {_names(models, absent)} {'has' if len(absent) == 1 else 'have'} no battle at "
+                    f"{context_names[c]}, so {'its score is' if len(absent) == 1 else 'their scores are'} not "
+                    "identified there; rank each category on its own rows (--by COLUMN, or --at CATEGORY), or pass "
+                    "a ridge")
             if rows_c.any():
                 text = separable_text(models, lo[rows_c], hi[rows_c], score[rows_c], m[rows_c],
                                       within=f" at {context_names[c]}")
@@ -175,6 +184,8 @@ def check_separable(source, models, rows, contexts, context_names, fitted=None, 
             text = (f"along some direction of the contexts the comparisons of {_names(models, moved.tolist())} are "
                     "predicted with certainty (study.core.separation)")
     if text:
+        if _one_hot(contexts) and len(contexts) > 1:
+            remedy += "; or rank the other categories on their own rows (--by COLUMN, or --at CATEGORY)"
         raise LeaderboardInputError(f"{source}: the data are separable: {text}; {remedy}")
 
 

@@ -61,7 +61,7 @@ def test_options_scale_anchor_context_and_formats(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["leaderboard.json", "leaderboard.md"]
     models = json.loads((tmp_path / "b" / "leaderboard.json").read_text())["models"]
     assert {m["model"]: m["score"] for m in models}["delta"] == pytest.approx(1100.0)
-    assert "category=math: 1" in stdout and "Elo-style" in stdout and "'drop-bothbad'" in stdout
+    assert "[category=math]" in stdout and "Elo-style" in stdout and "'drop-bothbad'" in stdout
 
 
 def test_python_dash_m_runs_and_exits_2_on_bad_input(tmp_path):
@@ -192,7 +192,7 @@ def test_bad_options_exit_2_too(tmp_path, capsys):
     frame = battles()
     assert "--anchor must be MODEL=RATING" in refused(capsys, tmp_path, frame, "--scale", "elo", "--anchor", "x")
     assert "no category column 'topic'" in refused(capsys, tmp_path, frame, "--category", "topic")
-    assert "unknown context 'poetry'" in refused(capsys, tmp_path, frame, "--category", "category", "--at", "poetry")
+    assert "unknown category 'poetry'" in refused(capsys, tmp_path, frame, "--category", "category", "--at", "poetry")
     assert "needs a judge column" in refused(capsys, tmp_path, frame.drop(columns=["judge"]), "--se", "cluster")
 
 
