@@ -36,7 +36,8 @@ __all__ = ["leaderboard", "Leaderboard", "read_battles", "Battles", "Leaderboard
 def leaderboard(data, *, tie_rule: str = "half", se: str = "auto", level: float = 0.95, ridge: float = 0.0,
                 anytime: bool = False, tightest_at=None, judge="auto", category=None, features=None, context=None,
                 embed=None, intercept: bool = True, dim: int = 10, embedder=None, min_judgments: int = 10,
-                min_votes=None, draws: int = 10_000, seed: int = 0, progress=None) -> Leaderboard:
+                min_votes=None, aliases=None, normalise_names: bool = False, draws: int = 10_000, seed: int = 0,
+                progress=None) -> Leaderboard:
     """The leaderboard of a file or frame of pairwise judgments.
 
     Parameters
@@ -59,6 +60,9 @@ def leaderboard(data, *, tie_rule: str = "half", se: str = "auto", level: float 
         (fix it before looking at the data; default, with a note: the data's own number).
     judge, category, features, context, embed, intercept, dim, embedder
         Judges and contexts (:func:`read_battles`).
+    aliases, normalise_names
+        Names as a dirty log writes them: an ``{alias: name}`` map or a CSV/JSON file of it, and
+        merging names equal up to case and spaces (:func:`read_battles`).
     min_judgments : int
         Models with fewer comparisons are refused (a misspelt name, usually).
     min_votes : int, optional
@@ -100,7 +104,8 @@ def leaderboard(data, *, tie_rule: str = "half", se: str = "auto", level: float 
     else:
         step("read")
         battles = read_battles(data, tie_rule=tie_rule, judge=judge, category=category, features=features,
-                               context=context, embed=embed, intercept=intercept, dim=dim, embedder=embedder)
+                               context=context, embed=embed, intercept=intercept, dim=dim, embedder=embedder,
+                               aliases=aliases, normalise_names=normalise_names)
     if min_votes is not None:
         battles = drop_below(battles, min_votes)
         min_judgments = 1

@@ -14,6 +14,8 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .battles import TIE_RULES
 from .board import SCALES, SE_CHOICES
 from .files import LeaderboardInputError
@@ -65,6 +67,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--at", default=None, help="rank at this context: a JSON list of d numbers, or a category's name")
     p.add_argument("--ridge", type=float, default=0.0, help="a ridge penalty for separable data (paper eq. opt)")
     p.add_argument("--min-judgments", type=int, default=10, help="models with fewer comparisons are refused")
+    p.add_argument("--aliases", default=None, metavar="FILE",
+                   help="map model names: a CSV of alias,name rows or a JSON object {alias: name}")
+    p.add_argument("--normalise-names", action="store_true",
+                   help="merge model names equal up to case and spaces (shown as most judgments spell them)")
     p.add_argument("--min-votes", type=int, default=None, metavar="N",
                    help="drop (instead of refusing) models with fewer than N votes, with a note; 0 keeps every model")
     p.add_argument("--preliminary-below", type=int, default=PRELIMINARY_BELOW, metavar="N",
@@ -162,6 +168,7 @@ def build(args, progress):
     """(the text to print, {file name: bytes}) of the leaderboard the arguments ask for."""
     from . import leaderboard
     from .categories import boards, category_names, folder_names, one_category, overview
+    from .checks import check_names
     from .read import read_battles
 
     formats, scale, anchor = _options(args)
@@ -169,7 +176,8 @@ def build(args, progress):
     progress("read")
     battles = read_battles(args.files, tie_rule=args.tie_rule, judge=None if args.judge == "none" else args.judge,
                            category=args.by or args.category, features=features, context=args.context,
-                           embed=args.embed, intercept=not args.no_intercept, dim=args.dim)
+                           embed=args.embed, intercept=not args.no_intercept, dim=args.dim, aliases=args.aliases,
+                           normalise_names=args.normalise_names)
 
     def fit(part):
         return leaderboard(part, tie_rule=args.tie_rule, se=args.se, level=args.level, ridge=args.ridge,
@@ -177,7 +185,10 @@ def build(args, progress):
                            min_votes=args.min_votes, draws=args.draws, seed=args.seed, progress=progress)
 
     at = _at(args.at)
-    if args.by:
+    if args.by:  # the names are the file's: checked once, before the categories
+        votes = np.bincount(battles.i, battles.m, battles.n_models) + np.bincount(battles.j, battles.m, battles.n_models)
+        check_names(battles.source, battles.models, votes, 1 if args.min_votes is not None else args.min_judgments,
+                    battles.problems)
         full, per = boards(battles, fit)
         if isinstance(full, str) and all(isinstance(b, str) for b in per.values()):
             raise LeaderboardInputError(f"no category could be ranked; the whole log: {full}")

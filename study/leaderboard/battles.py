@@ -69,6 +69,10 @@ class Battles:
         ``lmarena``, ``judgments`` or ``counts``; where the rows came from.
     notes : list of str
         What was done to the rows (ties dropped by the tie rule).
+    problems : list of str
+        Problems of the names found while reading (rows comparing a model with itself; those rows
+        are left out of the arrays), reported with the other name problems in one line
+        (:func:`.checks.check_names`).
     """
 
     models: list
@@ -85,6 +89,7 @@ class Battles:
     form: str = "lmarena"
     source: str = "frame"
     notes: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
 
     @property
     def n_models(self) -> int:
@@ -218,10 +223,7 @@ def decode(table: pa.Table, source: str, kind: str, *, tie_rule: str = "half", j
         raise ValueError(f"tie_rule must be one of {TIE_RULES}, got {tie_rule!r}")
     form = form_of(table, source)
     (i, j), models = text_codes(table, ("model_a", "model_b"), source, kind)
-    same = np.flatnonzero(i == j)
-    if same.size:
-        raise _error(source, f"{where(kind, int(same[0]), 'model_b')}: the same model as model_a "
-                             f"({models[i[same[0]]]!r}); a model cannot be compared with itself")
+    # rows comparing a model with itself are found after the names are mapped (.read), reported with the rest
     keep = None
     if form == "counts":
         wins, ties, m = _count_columns(table, source, kind)
@@ -286,4 +288,5 @@ def merge(parts: list) -> "Battles":
         context_names=list(names),
         judges=np.concatenate([_recode(p.judges, p.judge_labels, judges) for p in parts]) if judges else None,
         judge_labels=judges, form="+".join(dict.fromkeys(p.form for p in parts)),
-        source=" + ".join(p.source for p in parts), notes=[note for p in parts for note in p.notes])
+        source=" + ".join(p.source for p in parts), notes=[note for p in parts for note in p.notes],
+        problems=[problem for p in parts for problem in p.problems])

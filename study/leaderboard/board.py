@@ -277,7 +277,7 @@ def estimate(battles: Battles, *, tie_rule: str = "half", se: str = "auto", leve
     pairs = pairs_of(battles)
     step("check")
     judgments = np.bincount(pairs.i, pairs.m, len(models)) + np.bincount(pairs.j, pairs.m, len(models))
-    checks.check_names(source, models, judgments, min_judgments)
+    checks.check_names(source, models, judgments, min_judgments, battles.problems)
     checks.check_connected(source, models, pairs.i, pairs.j)
     if ridge == 0.0:
         checks.check_separable(source, models, pairs, battles.contexts, battles.context_names)

@@ -42,30 +42,39 @@ def _key(name: str) -> str:
     return re.sub(r"[\s\-_.:/]+", "", name.casefold())
 
 
-def check_names(source, models, judgments, min_judgments: int) -> None:
-    """Few judgments (with a suggestion) and names equal up to case, spaces and punctuation."""
+def check_names(source, models, judgments, min_judgments: int, problems=()) -> None:
+    """Every problem of the names at once, in one line: rows comparing a model with itself
+    (``problems``, found while reading), names equal up to case, spaces and punctuation, and models
+    with fewer than ``min_judgments`` judgments (a misspelt name, usually), with the closest name."""
+    found = list(problems)
     groups: dict = {}
     for k, name in enumerate(models):
         groups.setdefault(_key(name), []).append(k)
     twins = [members for members in groups.values() if len(members) > 1]
-    if twins:
-        members = twins[0]
-        raise LeaderboardInputError(
-            f"{source}: {' and '.join(f'`{models[k]}`' for k in members)} differ only in case, spaces or punctuation "
-            f"({', '.join(_plural(judgments[k], 'judgment') for k in members)}): one name written two ways? Fix the "
-            "file, or give them distinct names")
-    few = [k for k in np.argsort(judgments, kind="stable") if judgments[k] < min_judgments]
-    if not few:
+    for members in twins[:SHOWN]:
+        found.append(f"{' and '.join(f'`{models[k]}`' for k in members)} differ only in case, spaces or punctuation "
+                     f"({', '.join(_plural(judgments[k], 'judgment') for k in members)}): one name written two ways?")
+    if len(twins) > SHOWN:
+        found.append(f"{len(twins) - SHOWN} more groups of names differing only in case, spaces or punctuation")
+    in_twins = {k for members in twins for k in members}
+    few = [k for k in np.argsort(judgments, kind="stable") if judgments[k] < min_judgments and k not in in_twins]
+    if few:
+        enough = [models[k] for k in range(len(models)) if judgments[k] >= min_judgments]
+        parts = []
+        for k in few[:SHOWN]:
+            close = difflib.get_close_matches(models[k], enough, n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            parts.append(f"`{models[k]}`: {_plural(judgments[k], 'judgment')}{hint}")
+        more = f" (and {len(few) - SHOWN} more models)" if len(few) > SHOWN else ""
+        found.append(f"{'; '.join(parts)}{more} -- fewer than {min_judgments} judgments (--min-judgments)")
+    if not found:
         return
-    enough = [models[k] for k in range(len(models)) if judgments[k] >= min_judgments]
-    parts = []
-    for k in few[:SHOWN]:
-        close = difflib.get_close_matches(models[k], enough, n=1, cutoff=0.6)
-        hint = f"; did you mean `{close[0]}`?" if close else ""
-        parts.append(f"`{models[k]}`: {_plural(judgments[k], 'judgment')}{hint}")
-    more = f" (and {len(few) - SHOWN} more models)" if len(few) > SHOWN else ""
-    raise LeaderboardInputError(f"{source}: {'; '.join(parts)}{more} -- fewer than {min_judgments} judgments "
-                                "(--min-judgments); fix the names, or lower the threshold to keep such models")
+    remedy = ("fix the file, or map names with --aliases FILE (alias,name rows), merge case and space variants with "
+              "--normalise-names, drop models with few votes with --min-votes N or lower --min-judgments")
+    if len(found) == 1:
+        raise LeaderboardInputError(f"{source}: {found[0]}; {remedy}")
+    listed = " ".join(f"({k}) {text};" for k, text in enumerate(found, start=1))
+    raise LeaderboardInputError(f"{source}: {len(found)} problems with the names: {listed} {remedy}")
 
 
 def check_connected(source, models, lo, hi) -> None:

@@ -61,7 +61,8 @@ def drop_below(battles: Battles, min_votes: int) -> Battles:
                    wins=battles.wins[rows], ties=battles.ties[rows], m=battles.m[rows], contexts=battles.contexts,
                    context_of_row=None if battles.context_of_row is None else battles.context_of_row[rows],
                    context_names=battles.context_names, judges=judges, judge_labels=battles.judge_labels,
-                   form=battles.form, source=battles.source, notes=battles.notes + [note])
+                   form=battles.form, source=battles.source, notes=battles.notes + [note],
+                   problems=battles.problems)
 
 
 def _elo(value: float) -> str:

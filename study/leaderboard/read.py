@@ -9,12 +9,14 @@ import numpy as np
 
 from . import contexts as context_columns
 from .battles import TIE_RULES, Battles, decode, merge
-from .files import read_table, table_of_frame
+from .files import read_table, table_of_frame, where
+from .names import read_aliases, rename
 
 __all__ = ["read_battles"]
 
 
-def _one(source, *, tie_rule, judge, category, features, vector, embed, intercept, dim, embedder) -> Battles:
+def _one(source, *, tie_rule, judge, category, features, vector, embed, intercept, dim, embedder, aliases,
+         normalise) -> Battles:
     if isinstance(source, (str, Path)):
         wanted = {"model_a", "model_b", "winner", "wins_a", "wins_b", "ties", "judge", "context", judge, category,
                   vector, embed, *(features or ())}
@@ -28,10 +30,18 @@ def _one(source, *, tie_rule, judge, category, features, vector, embed, intercep
                                                                            judge=judge)
     X, codes, names = context_columns.build(table, name, kind, category=category, features=features, vector=vector,
                                             embed=embed, intercept=intercept, dim=dim, embedder=embedder)
-    notes = []
-    if keep is not None and not keep.all():
-        dropped = int((~keep).sum())
+    i, j, models, notes = rename(i, j, models, aliases=aliases, normalise=normalise)
+    dropped = 0 if keep is None else int((~keep).sum())
+    if dropped:
         notes.append(f"{dropped:,} row{'s' if dropped != 1 else ''} of ties left out by the tie rule {tie_rule!r}")
+    problems = []
+    same = np.flatnonzero(i == j)
+    if same.size:  # reported with the other name problems (checks.check_names); the rows left out meanwhile
+        more = f" (and {same.size - 1} more such rows)" if same.size > 1 else ""
+        problems.append(f"{where(kind, int(same[0]), 'model_b')}: the same model as model_a (`{models[i[same[0]]]}`); "
+                        f"a model cannot be compared with itself{more}")
+        keep = (np.ones(len(i), dtype=bool) if keep is None else keep) & (i != j)
+    if keep is not None and not keep.all():
         i, j, wins, ties, m = i[keep], j[keep], wins[keep], ties[keep], m[keep]
         judges = None if judges is None else judges[keep]
         if codes is not None:
@@ -40,11 +50,13 @@ def _one(source, *, tie_rule, judge, category, features, vector, embed, intercep
             X = X[keep]
     return Battles(models=models, i=i.astype(np.intp), j=j.astype(np.intp), wins=wins, ties=ties, m=m, contexts=X,
                    context_of_row=None if codes is None else codes.astype(np.intp), context_names=names,
-                   judges=judges, judge_labels=judge_labels, form=form, source=name, notes=notes)
+                   judges=judges, judge_labels=judge_labels, form=form, source=name, notes=notes,
+                   problems=problems)
 
 
 def read_battles(sources, *, tie_rule: str = "half", judge="auto", category=None, features=None, context=None,
-                 embed=None, intercept: bool = True, dim: int = 10, embedder=None) -> Battles:
+                 embed=None, intercept: bool = True, dim: int = 10, embedder=None, aliases=None,
+                 normalise_names: bool = False) -> Battles:
     """Read judgments (a path, a pandas DataFrame or an Arrow table, or a list of them) into
     :class:`~study.leaderboard.battles.Battles`.
 
@@ -59,6 +71,10 @@ def read_battles(sources, *, tie_rule: str = "half", judge="auto", category=None
         The judge column for judge-clustered SEs (``"auto"``: ``judge`` when present).
     category, features, context, embed, intercept, dim, embedder
         The contexts (:mod:`study.leaderboard.contexts`).
+    aliases : dict, str or Path, optional
+        ``{alias: name}``, or a CSV/JSON file of them (:mod:`study.leaderboard.names`).
+    normalise_names : bool
+        Merge names equal up to case and spaces (:mod:`study.leaderboard.names`).
 
     Returns
     -------
@@ -75,6 +91,9 @@ def read_battles(sources, *, tie_rule: str = "half", judge="auto", category=None
     many = sources if isinstance(sources, (list, tuple)) else [sources]
     if not many:
         raise ValueError("no judgments given")
+    if aliases is not None and not isinstance(aliases, dict):
+        aliases = read_aliases(aliases)
     options = dict(tie_rule=tie_rule, judge=judge, category=category, features=features, vector=context,
-                   embed=embed, intercept=intercept, dim=dim, embedder=embedder)
+                   embed=embed, intercept=intercept, dim=dim, embedder=embedder, aliases=aliases,
+                   normalise=bool(normalise_names))
     return merge([_one(source, **options) for source in many])
