@@ -19,7 +19,7 @@ import numpy as np
 from .battles import TIE_RULES
 from .board import SCALES, SE_CHOICES
 from .files import LeaderboardInputError
-from .output import FORMATS, render
+from .output import FORMATS, render, write_all
 from .published import PRELIMINARY_BELOW, arena_markdown, catalog_text
 
 ARENA_FORMATS = ("arena", "catalog")  # arena.md (LMArena's columns) and arena.json (arena-catalog's shape)
@@ -234,10 +234,7 @@ def main(argv=None) -> int:
     progress.close()
     out = Path(args.out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            (out / name).parent.mkdir(parents=True, exist_ok=True)
-            (out / name).write_bytes(data)
+        write_all(out, files)  # whole or not at all (output.write_all)
     except OSError as exc:
         print(f"study.leaderboard: error: cannot write to {out}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -36,6 +36,10 @@ from .published import rank_ub
 from .ranks import DRAWS, rank_intervals
 
 SE_CHOICES = ("auto", "model", "sandwich", "cluster")
+# the fit's Hessian and the covariance behind the intervals are ((n - 1) d)^2 and the rank intervals n^2: a
+# board of more is refused in one line before any of it is allocated (10^5 models would need 75 GiB)
+MAX_MODELS = 2000
+MAX_PARAMETERS = 4000
 SCALES = ("logit", "elo")
 ELO_PER_LOGIT = 400.0 / math.log(10.0)  # LMArena's scale: P(a beats b) = 1 / (1 + 10^((R_b - R_a) / 400))
 ELO_CENTRE = 1000.0
@@ -271,6 +275,13 @@ def estimate(battles: Battles, *, tie_rule: str = "half", se: str = "auto", leve
         tightest_at = check.real("tightest_at", tightest_at, low=0.0, low_open=True)
     step = progress or (lambda *args: None)
     source, models = battles.source, battles.models
+    parameters = (len(models) - 1) * battles.contexts.shape[1]
+    if len(models) > MAX_MODELS or parameters > MAX_PARAMETERS:
+        raise LeaderboardInputError(
+            f"{source}: {len(models):,} models" + (f" x {battles.contexts.shape[1]} context dimensions" if
+                                                   battles.contexts.shape[1] > 1 else "") +
+            f"; a board holds at most {MAX_MODELS:,} models and {MAX_PARAMETERS:,} scores ((models - 1) x d): its "
+            "covariance grows with their square; drop models with few votes (--min-votes N) or split the log")
     if battles.rows == 0:
         raise LeaderboardInputError(f"{source}: no judgment rows left{' (' + '; '.join(battles.notes) + ')' if battles.notes else ''}")
     step("aggregate")

@@ -18,6 +18,11 @@ import pyarrow as pa
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".jsonl": "jsonl",
             ".ndjson": "jsonl"}
 TEXT_COLUMNS = ("model_a", "model_b", "winner", "judge", "question_id", "question", "context")
+# sizes checked before anything is parsed: the judgments reader's cap (study.llm.byo), and a lower one for
+# a JSON array, which the standard library parses whole into Python objects (about ten times its size:
+# a 129 MB array took 1.27 GB); JSON Lines, CSV and Parquet are read by pyarrow in a few times their size
+MAX_FILE_BYTES = 512 * 2**20
+MAX_JSON_ARRAY_BYTES = 32 * 2**20
 
 
 class LeaderboardInputError(ValueError):
@@ -41,12 +46,19 @@ def read_table(path, columns=None) -> tuple[pa.Table, str]:
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise LeaderboardInputError(f"{path}: unknown suffix {path.suffix!r}; expected one of {sorted(SUFFIXES)}")
-    if path.stat().st_size == 0:
+    size = path.stat().st_size
+    if size == 0:
         raise LeaderboardInputError(f"{path}: the file is empty")
+    if size > MAX_FILE_BYTES:
+        raise LeaderboardInputError(f"{path}: {size / 2**20:,.0f} MiB; files above {MAX_FILE_BYTES // 2**20} MiB are "
+                                    "refused before reading (aggregate repeated judgments as counts, or split the file)")
     try:
         table, kind = _read(path, kind, None if columns is None else set(columns))
     except LeaderboardInputError:
         raise
+    except RecursionError:  # a JSON array nested too deep for the standard library's parser
+        raise LeaderboardInputError(f"{path}: cannot read it as JSON: nested too deep (an array of records, "
+                                    "one object per judgment, is expected)") from None
     except (pa.ArrowException, ValueError, UnicodeDecodeError, OSError) as exc:
         text = " ".join(str(exc).split())
         raise LeaderboardInputError(f"{path}: cannot read it as {kind.upper()}: {text}") from None
@@ -63,8 +75,10 @@ def _read(path: Path, kind: str, columns) -> tuple[pa.Table, str]:
     if kind == "csv":
         import pyarrow.csv as pcsv
         # names and labels are text even where they look like numbers (a model called "7")
+        # only an empty cell is missing: a model called NA, null or nan is a name (pyarrow's default
+        # null values would read them as missing); an empty numeric cell is still missing
         options = pcsv.ConvertOptions(column_types={name: pa.string() for name in TEXT_COLUMNS},
-                                      strings_can_be_null=True)
+                                      strings_can_be_null=True, null_values=[""])
         if columns is not None:
             with open(path, newline="", encoding="utf-8", errors="replace") as handle:
                 names = next(csv.reader(handle), [])
@@ -75,6 +89,12 @@ def _read(path: Path, kind: str, columns) -> tuple[pa.Table, str]:
             head = handle.read(4096).lstrip()
         if not head.startswith(b"["):  # one record per line, as JSON Lines
             return _read(path, "jsonl", columns)
+        size = path.stat().st_size
+        if size > MAX_JSON_ARRAY_BYTES:
+            raise LeaderboardInputError(
+                f"{path}: a JSON array of {size / 2**20:,.0f} MiB; arrays above {MAX_JSON_ARRAY_BYTES // 2**20} MiB "
+                "are refused before parsing (they are parsed whole, at about ten times their size in memory): "
+                "write one record per line (JSON Lines), CSV or Parquet")
         records = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
             raise LeaderboardInputError(f"{path}: expected a JSON array of records (objects), one per judgment")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -51,7 +55,20 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(header(meta) + [""] + rows) + "\n"
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _inert(value):
+    """A text cell a spreadsheet would run as a formula (``=HYPERLINK(...)``, ``+1``, ``@SUM``), with a
+    ``'`` in front (OWASP's CSV-injection advice); numbers are left as they are."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+
+
 def csv_text(table: pd.DataFrame) -> str:
+    table = table.copy()
+    for column in table.columns:
+        if table[column].dtype == object or pd.api.types.is_string_dtype(table[column].dtype):
+            table[column] = table[column].map(_inert)
     anchor = table.attrs.get("anchor")
     if anchor:  # the ratings mean nothing without it: on every row
         table = table.assign(anchor=f"{anchor['model']}={anchor['rating']:g}")
@@ -76,3 +93,36 @@ def render(table: pd.DataFrame, formats=FORMATS) -> dict:
     """{file name: text} of the table in ``formats``."""
     writers = {"md": markdown, "csv": csv_text, "json": json_text}
     return {f"leaderboard.{kind}": writers[kind](table) for kind in formats}
+
+
+def _write_one(path: Path, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())  # a full disk may only say so here (delayed allocation)
+
+
+def write_all(out, files: dict) -> None:
+    """Write ``files`` ({relative name: bytes}) under the directory ``out`` whole or not at all: into
+    a temporary directory beside ``out`` (the same file system), then moved in by renames -- the
+    whole directory where ``out`` is new, file by file (each ``os.replace`` atomic, no data written)
+    where it exists.  A failure (a full disk) leaves ``out`` as it was and no temporary directory."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OSError(f"{out} exists and is not a directory")
+    parent = out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
+    try:
+        for name, data in files.items():
+            target = partial / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_one(target, data)
+        if not out.exists():
+            os.rename(partial, out)
+            return
+        for name in files:
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(partial / name, out / name)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)

@@ -104,8 +104,9 @@ def rank_intervals(scores, root, *, level: float = 0.95, draws: int = DRAWS, see
     root = np.asarray(root, dtype=float)
     n = len(scores)
     first, second = np.triu_indices(n, 1)
-    diff_root = root[:, first] - root[:, second]
-    se = np.sqrt(np.einsum("pk,pk->k", diff_root, diff_root))
+    cov = root.T @ root  # n x n: Var(s_i - s_j) = S_ii + S_jj - 2 S_ij, no (p, n^2 / 2) differences
+    variance = np.diag(cov)[first] + np.diag(cov)[second] - 2.0 * cov[first, second]
+    se = np.sqrt(np.maximum(variance, 0.0))
     se = np.maximum(se, 1e-300)
     t = (scores[first] - scores[second]) / se
     Z = (np.random.default_rng(np.random.SeedSequence(seed)).standard_normal((draws, root.shape[0])) @ root)
