@@ -195,21 +195,26 @@ def build(args, progress):
         progress("table")
         folders = folder_names(per)
         files, tables, elo = {}, {}, {}
-        for label, board in [("(all)", full), *per.items()]:
+        for label, board in [(None, full), *per.items()]:  # None: the whole log
             if isinstance(board, str):
                 continue
             try:
                 _, _, elo[label], written = board_files(board, None, args, formats, scale, anchor, progress,
-                                                        "" if label == "(all)" else folders[label] + "/")
-            except ValueError as exc:  # an anchor model absent from this category
-                per[label] = " ".join(str(exc).split())
+                                                        "" if label is None else folders[label] + "/")
+            except ValueError as exc:  # an anchor model absent from this category (or the whole log)
+                if label is None:
+                    full = " ".join(str(exc).split())
+                else:
+                    per[label] = " ".join(str(exc).split())
                 continue
             tables[label] = elo[label]
             files.update(written)
         text = overview(battles.source, args.by, full, per, tables, folders)
         files["overview.md"] = text.encode("utf-8")
         if "catalog" in formats:
-            files["arena.json"] = catalog_text({("full" if k == "(all)" else k): v for k, v in elo.items()}).encode()
+            catalog = {"full": elo[None]} if None in elo else {}
+            catalog.update({k: v for k, v in elo.items() if k is not None})
+            files["arena.json"] = catalog_text(catalog).encode("utf-8")
         return text, files
     if isinstance(at, str) and category_names(battles) is not None:
         battles, at = one_category(battles, at), None  # that category's rows on their own (.categories)

@@ -116,14 +116,14 @@ def overview(source: str, column: str, full, boards_of: dict, tables: dict, fold
              "(a category that cannot be ranked is refused alone).", "",
              "| category | board | models | votes | may be first (simultaneous rank interval holds 1) |",
              "|---|---|---:|---:|---|"]
-    for label, board in [("(all)", full), *boards_of.items()]:
-        shown = label.replace("|", "\\|")
+    for label, board in [(None, full), *boards_of.items()]:  # None: the whole log
+        shown = "(all)" if label is None else label.replace("|", "\\|")
         if isinstance(board, str):
             lines.append(f"| {shown} | refused: {board.replace('|', '/')} | | | |")
             continue
         table = tables[label]
         first = ", ".join(f"`{m}`" for m in table.model[table.rank_lower == 1]).replace("|", "\\|")
-        where = "leaderboard.md" if label == "(all)" else f"{folders[label]}/leaderboard.md"
+        where = "leaderboard.md" if label is None else f"{folders[label]}/leaderboard.md"
         lines.append(f"| {shown} | [{where}]({where}) | {board.battles.n_models} | "
                      f"{board.battles.m.sum():,.0f} | {first} |")
     return "\n".join(lines) + "\n"

@@ -89,8 +89,10 @@ def _maxima(Z: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
         if both:
             np.abs(block, out=block)
             block *= w_up
-        else:
-            block = np.maximum(block * w_down, -block * w_up)
+        else:  # max(d w_down, -d w_up), in place: one temporary
+            other = block * w_down
+            block *= -w_up
+            np.maximum(block, other, out=block)
         np.maximum(out, block.max(axis=1), out=out)
     return out
 

@@ -109,3 +109,16 @@ def test_by_writes_every_category_and_refuses_one_alone(tmp_path, capsys):
     frame = pd.read_parquet(path)
     assert code_board.judgments["alpha"] == counts(frame[frame.category == "code"], "alpha")[0]
     assert run(capsys, path, "--out", tmp_path / "x", "--by", "category", "--category", "category")[0] == 2
+
+
+def test_by_keeps_every_file_inside_out_whatever_the_category_names(tmp_path, capsys):
+    frame = battles(rows=1600, seed=7, judges=37, categories=("../../escape", "(all)", "Math", "math "))
+    path = write(frame, tmp_path / "votes.csv")
+    out = tmp_path / "nested" / "by"
+    code, stdout, err = run(capsys, path, "--out", out, "--by", "category", "--no-figures")
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nested", "votes.csv"]  # nothing escaped, no leftovers
+    folders = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert len(folders) == 4 and len({f.lower() for f in folders}) == 4
+    catalog = json.loads((out / "arena.json").read_text())
+    assert sorted(catalog) == sorted(["full", "../../escape", "(all)", "Math", "math "])
