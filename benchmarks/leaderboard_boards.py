@@ -4,8 +4,8 @@ one command each, timed from outside (wall clock, CPU of the child, its peak res
     python -m benchmarks.leaderboard_boards [--rows 200000] [--models 32] [--data DIR]
 
 The log (fixed seed): 32 models of spread strengths, both kinds of tie, about 55,000 judges (half
-the votes by a thousand power voters, half by many occasional ones), a ``category`` column (coding, math, writing, other), a
-newcomer with 44 votes, and dirty names (a case variant and a space variant of two models, mapped
+the votes by a thousand power voters, half by many occasional ones), a ``category`` column
+(coding, math, writing, other), a newcomer with 44 votes, and dirty names (a case variant and a space variant of two models, mapped
 back by ``--normalise-names``, and a misspelt name mapped by ``--aliases``).  Cases: the plain board;
 ``--anchor``; ``--min-votes 500`` (drops the newcomer); ``--preliminary-below 5000``; ``--category
 category --at coding``; ``--by category`` (four boards, the whole log's and an overview);
@@ -78,7 +78,8 @@ def run(argv, out: Path) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()}")
-    return {"wall_s": round(wall, 2), "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
             "peak_mb": round(after.ru_maxrss / 1024.0)}
 
 

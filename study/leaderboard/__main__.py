@@ -186,7 +186,8 @@ def build(args, progress):
 
     at = _at(args.at)
     if args.by:  # the names are the file's: checked once, before the categories
-        votes = np.bincount(battles.i, battles.m, battles.n_models) + np.bincount(battles.j, battles.m, battles.n_models)
+        n = battles.n_models
+        votes = np.bincount(battles.i, battles.m, n) + np.bincount(battles.j, battles.m, n)
         check_names(battles.source, battles.models, votes, 1 if args.min_votes is not None else args.min_judgments,
                     battles.problems)
         full, per = boards(battles, fit)

@@ -159,9 +159,12 @@ class Leaderboard:
 
     def table(self, x=None, *, scale: str = "logit", anchor=None) -> pd.DataFrame:
         """The leaderboard at context ``x`` (default: the mean context), best first: rank (by score),
-        model, score, lower, upper, se, rank_lower, rank_upper (simultaneous), rank_ub (LMArena's Rank (UB),
-        from the marginal intervals: :mod:`.published`), judgments, wins, ties, win_rate.  ``scale="elo"``: score, lower, upper and se on LMArena's scale, 1000 + 400/ln(10)
-        x'theta (or shifted so that ``anchor=(model, rating)`` holds)."""
+        model, score, lower, upper, se, rank_lower, rank_upper (simultaneous), rank_ub (LMArena's Rank
+        (UB), from the marginal intervals: :mod:`.published`), judgments, wins, ties, win_rate (of that
+        category's rows where ``x`` is one of one-hot categories).  ``scale="elo"``: score, lower, upper
+        and se on LMArena's scale, 1000 + 400/ln(10) x'theta; with ``anchor=(model, rating)`` (elo
+        only) rating + 400/ln(10) x'(theta_i - theta_a), each interval and se that of the difference
+        from the anchor model (zero for it)."""
         if scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
         if anchor is not None:

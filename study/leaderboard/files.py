@@ -51,7 +51,8 @@ def read_table(path, columns=None) -> tuple[pa.Table, str]:
         raise LeaderboardInputError(f"{path}: the file is empty")
     if size > MAX_FILE_BYTES:
         raise LeaderboardInputError(f"{path}: {size / 2**20:,.0f} MiB; files above {MAX_FILE_BYTES // 2**20} MiB are "
-                                    "refused before reading (aggregate repeated judgments as counts, or split the file)")
+                                    "refused before reading (aggregate repeated judgments as counts, or split the "
+                                    "file)")
     try:
         table, kind = _read(path, kind, None if columns is None else set(columns))
     except LeaderboardInputError:
