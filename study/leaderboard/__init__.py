@@ -66,7 +66,7 @@ def leaderboard(data, *, tie_rule: str = "half", se: str = "auto", level: float 
     min_judgments : int
         Models with fewer comparisons are refused (a misspelt name, usually).
     min_votes : int, optional
-        Models with fewer comparisons (in the whole data) are *dropped*, with a note, instead of
+        Models with fewer comparisons (in the data given) are *dropped*, with a note, instead of
         refused (LMArena's practice); 0 keeps every model.  Given, it replaces ``min_judgments``.
     draws, seed
         Gaussian draws behind the rank intervals' critical value, and their seed.

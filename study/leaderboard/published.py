@@ -36,7 +36,7 @@ def rank_ub(lower, upper) -> np.ndarray:
 
 def drop_below(battles: Battles, min_votes: int) -> Battles:
     """``battles`` without the models with fewer than ``min_votes`` comparisons (counted in the
-    whole file) and every row that involves one, with a note naming them."""
+    rows of ``battles``) and every row that involves one, with a note naming them."""
     if isinstance(min_votes, bool) or not isinstance(min_votes, (int, np.integer)) or min_votes < 0:
         raise ValueError(f"min_votes must be a whole number >= 0, got {min_votes!r}")
     n = battles.n_models
