@@ -58,6 +58,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--min-judgments", type=int, default=10, help="models with fewer comparisons are refused")
     p.add_argument("--draws", type=int, default=10_000, help="Gaussian draws of the rank intervals' critical value")
     p.add_argument("--seed", type=int, default=0, help="seed of those draws")
+    p.add_argument("--style", action="store_true",
+                   help="style control: shared coefficients on the responses' length and markdown counts (LMArena's "
+                        "conv_metadata) in the same fit; Rank (StyleCtrl) beside the raw rank (style.{md,csv,json})")
+    p.add_argument("--style-columns", default=None, metavar="A:B,C",
+                   help="with --style: other features, A:B per-response counts of model_a and model_b (normalised "
+                        "as LMArena's) or C a numeric per-battle feature (standardised)")
+    p.add_argument("--position", nargs="?", const="model_a", default=None, metavar="COLUMN",
+                   help="a position term (the advantage of the model shown first) in the style fit; COLUMN names "
+                        "per row which of model_a/model_b was shown first (default: model_a, LMArena's left side)")
+    p.add_argument("--audit", action="store_true",
+                   help="audit the board: position bias, ties, intransitivity, connectivity, coverage, vote "
+                        "clustering, annotator influence (a section of leaderboard.md, audit.json)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
 
@@ -125,10 +137,40 @@ def build(args, progress):
     progress("table")
     table = board.table(_at(args.at), scale=args.scale, anchor=anchor)
     files = {name: text.encode("utf-8") for name, text in render(table, formats).items()}
+    text = render(table, ("md",))["leaderboard.md"]
+    sections = _sections(args, board, table, anchor, formats, files)
+    if sections:
+        text = "\n".join([text] + sections)
+        if "leaderboard.md" in files:
+            files["leaderboard.md"] = text.encode("utf-8")
     if not args.no_figures:
         progress("figures")
         files.update(draw(board, table))
-    return render(table, ("md",))["leaderboard.md"], files
+    return text, files
+
+
+def _sections(args, board, table, anchor, formats, files) -> list:
+    """The Markdown sections of --style/--position and --audit; their files added to ``files``."""
+    sections = []
+    if args.style or args.style_columns or args.position:
+        from .style import fit_style, read_style
+        from .style_report import as_json, coefficient_table, markdown, style_table
+        features = read_style(args.files, tie_rule=args.tie_rule, columns=args.style_columns, position=args.position,
+                              style=bool(args.style or args.style_columns))
+        fit = fit_style(board.battles, features, se=board.se_method)
+        styled = style_table(board, fit, table, scale=args.scale, anchor=anchor)
+        coefficients = coefficient_table(fit, board.level)
+        sections.append(markdown(styled, coefficients))
+        writers = {"md": lambda: sections[-1], "csv": lambda: styled.to_csv(index=False),
+                   "json": lambda: as_json(styled, coefficients)}
+        files.update({f"style.{kind}": writers[kind]().encode("utf-8") for kind in formats})
+    if args.audit:
+        from .audit import audit_board
+        from .audit_report import as_json as audit_json, markdown as audit_markdown
+        report = audit_board(board, seed=args.seed)
+        sections.append(audit_markdown(report))
+        files["audit.json"] = audit_json(report).encode("utf-8")
+    return sections
 
 
 def main(argv=None) -> int:
