@@ -4,7 +4,10 @@ simulated boards and its power on boards with the defect planted (``benchmarks/l
 ``tests/leaderboard/test_leaderboard_audit.py``).
 
 1. **position** -- does the side shown first win more?  The BTL fit with a position term (model_a's
-   side, :mod:`.style`), Wald z of the term with the board's covariance; fires at p < ALPHA.
+   side, :mod:`.style`), Wald z of the term; fires when it rejects at p < ALPHA with the per-vote
+   sandwich SE and, where the board clusters by judge, with the judge-clustered SE too (an
+   intersection of two tests: its size is at most either's; the clustered test alone over-rejects
+   where a few judges cast most of the votes, the per-vote one where judges have a taste).
 2. **ties** -- is a tie evidence of closeness only, as both conventions assume?  Per pair, the ties
    are Binomial(m, q) with logit q = a + b d + c d^2 (d = |theta_i - theta_j|): the Davidson model's
    tie rate is a function of d alone.  Likelihood-ratio test against per-model tie propensities
@@ -129,21 +132,27 @@ def _names(models, items, limit=4):
 
 def position_probe(board) -> Probe:
     b = board.battles
+    kinds = ["sandwich"] + (["cluster"] if board.se_method == "cluster" else [])
     question, test = ("Does the side shown first win more?",
-                      f"Wald z of a position term (model_a's side) in the BTL fit, {board.se_method} SE; fires at "
-                      f"p < {ALPHA:g}")
+                      "Wald z of a position term (model_a's side) in the BTL fit; fires when it rejects at p < "
+                      f"{ALPHA:g} with the per-vote sandwich SE" + (" and with the judge-clustered SE (the clustered "
+                      "one alone over-rejects where a few judges cast most votes)" if len(kinds) == 2 else ""))
     features = StyleFeatures(raw=np.zeros((b.rows, 0)), names=[], side=np.ones(b.rows), position="model_a")
-    try:
-        fitted = fit_style(b, features, se=board.se_method)
-    except LeaderboardInputError as exc:
-        return Probe("position", question, test, None, finding=f"not identified: {str(exc).split(': ', 1)[-1]}")
-    delta, se = float(fitted.coef[-1]), float(fitted.se[-1])
-    p = float(2 * norm.sf(abs(delta / se)))
+    tests = []
+    for kind in kinds:
+        try:
+            fitted = fit_style(b, features, se=kind)
+        except LeaderboardInputError as exc:
+            return Probe("position", question, test, None, finding=f"not identified: {str(exc).split(': ', 1)[-1]}")
+        delta, se = float(fitted.coef[-1]), float(fitted.se[-1])
+        tests.append((float(2 * norm.sf(abs(delta / se))), delta / se, se))
+    p, z, se = max(tests)  # the test rejects when both do: its p-value is the larger
     share = float(expit(delta))
-    return Probe("position", question, test, p < ALPHA, delta / se, p,
+    return Probe("position", question, test, p < ALPHA, z, p,
                  f"model_a's side: {delta:+.3f} log-odds ({delta - 1.96 * se:+.3f} to {delta + 1.96 * se:+.3f}); "
                  f"between equal models it wins {share:.1%} of the time",
-                 {"coefficient": delta, "se": se, "win_share_between_equals": share})
+                 {"coefficient": delta, "se": se, "win_share_between_equals": share,
+                  "se_by_kind": {kind: t[2] for kind, t in zip(kinds, tests)}})
 
 
 def _binomial_fit(X, k, m):
