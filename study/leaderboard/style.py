@@ -421,14 +421,18 @@ def _newton(design: _Design, source: str):
             break
         slope = float(gradient @ direction)
         t = 1.0
-        while t > 1e-12:
+        while True:  # Armijo backtracking (an ascent: the log-likelihood is maximised)
             trial = beta + t * direction
             u_trial = design.margins(trial)
             trial_value = design.loglik(u_trial)
             if trial_value >= value + 1e-4 * t * slope:
                 break
+            if t == 1.0 and slope <= 1e-12 * (1.0 + abs(value)):  # the gain is below the rounding of the
+                break  # log-likelihood: near the maximum, where the full Newton step is right
             t *= 0.5
-        else:
+            if t < 1e-12:
+                break
+        if t < 1e-12:
             break
         beta, u, value = trial, u_trial, trial_value
         if not math.isfinite(value) or np.abs(beta).max() > 1e3:
