@@ -117,7 +117,7 @@ def rates(seeds: int, planted_seeds: int) -> None:
 
 
 def lmarena_log(rows: int, models: int, judges: int, seed: int = 0):
-    """An LMArena log with conv_metadata (the four style counts per side) and Zipf judges."""
+    """An LMArena log with conv_metadata (the four style counts per side), power voters and many judges."""
     rng = np.random.default_rng(seed)
     skill = np.linspace(1.5, -1.5, models)
     verbose = rng.normal(size=models)
@@ -137,7 +137,9 @@ def lmarena_log(rows: int, models: int, judges: int, seed: int = 0):
              "bold_count_a": {"**": int(counts[4][k]), "__": 0}, "bold_count_b": {"**": int(counts[5][k]), "__": 0}}
             for k in range(rows)]
     names = np.array([f"model-{k:02d}" for k in range(models)])
-    judge = (rng.zipf(1.3, rows) - 1) % judges
+    # a quarter of the votes from 200 power voters (Zipf), the rest spread over the other judges
+    power = rng.random(rows) < 0.25
+    judge = np.where(power, (rng.zipf(1.5, rows) - 1) % 200, 200 + rng.integers(0, judges - 200, rows))
     return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner,
                          "judge": [f"u{j}" for j in judge], "conv_metadata": meta})
 
