@@ -15,6 +15,9 @@ columns or prompt text (:mod:`.contexts`), and the table can be had at any conte
 * :mod:`.board` -- the fit, the covariance (model, sandwich, judge-clustered), the table;
 * :mod:`.ranks` -- simultaneous rank intervals (Mogstad, Romano, Shaikh & Wilhelm 2024);
 * :mod:`.output`, :mod:`.figures`, :mod:`.__main__` -- what is written and drawn, the command.
+* :mod:`.style`, :mod:`.style_report` -- style control (LMArena's ``Rank (StyleCtrl)``) and a
+  position term;
+* :mod:`.audit`, :mod:`.audit_report` -- the board audit's seven probes.
 
 docs/leaderboard.md is the guide.
 """

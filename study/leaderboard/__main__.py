@@ -170,6 +170,13 @@ def _sections(args, board, table, anchor, formats, files) -> list:
         report = audit_board(board, seed=args.seed)
         sections.append(audit_markdown(report))
         files["audit.json"] = audit_json(report).encode("utf-8")
+    if "leaderboard.json" in files and sections:  # the sections' data in the board's JSON too
+        board_json = json.loads(files["leaderboard.json"])
+        if isinstance(board_json, dict):
+            for name in ("style.json", "audit.json"):
+                if name in files:
+                    board_json.update(json.loads(files[name]))
+            files["leaderboard.json"] = (json.dumps(board_json, indent=1) + "\n").encode("utf-8")
     return sections
 
 

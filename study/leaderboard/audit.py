@@ -315,14 +315,14 @@ def coverage_probe(board) -> Probe:
                  f"(ratio {ratio:.1f})", {"ratio": ratio, "min": float(judged[low]), "max": float(judged[high])})
 
 
-def _judge_model_sums(battles, residual, power=1):
-    """(cells, sums): per (judge, model) cell that occurs, the sum of residual^power of its votes,
-    signed towards the model for power 1."""
+def _judge_model_sums(battles, residual):
+    """(cells, index, signed): the (judge, model) cells that occur, each vote's two cells (as model_a,
+    as model_b), and its residual signed towards that model."""
     n = battles.n_models
-    cells = np.concatenate([battles.judges.astype(np.int64) * n + battles.i, battles.judges.astype(np.int64) * n + battles.j])
-    values = np.concatenate([residual, -residual]) if power == 1 else np.concatenate([residual, residual]) ** power
+    judges = battles.judges.astype(np.int64)
+    cells = np.concatenate([judges * n + battles.i, judges * n + battles.j])
     occurring, index = np.unique(cells, return_inverse=True)
-    return occurring, index.ravel(), values
+    return occurring, index.ravel(), np.concatenate([residual, -residual])
 
 
 def clustering_probe(board, theta) -> Probe:

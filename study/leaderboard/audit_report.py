@@ -52,10 +52,10 @@ def _plain(value):
 
 
 def as_json(audit: Audit) -> str:
-    """{"audit": {"source", "alpha", "fired"}, "probes": [{name, question, test, fired, statistic,
-    p_value, finding, values}]}."""
+    """{"audit": {"source", "alpha", "fired", "probes": [{name, question, test, fired, statistic,
+    p_value, finding, values}]}}."""
     probes = [_plain({"name": p.name, "question": p.question, "test": p.test, "fired": p.fired,
                       "statistic": p.statistic, "p_value": p.p_value, "finding": p.finding, "values": p.values})
               for p in audit.probes]
-    return json.dumps({"audit": {"source": audit.source, "alpha": audit.alpha, "fired": audit.fired},
-                       "probes": probes}, indent=1) + "\n"
+    return json.dumps({"audit": {"source": audit.source, "alpha": audit.alpha, "fired": audit.fired,
+                                 "probes": probes}}, indent=1) + "\n"

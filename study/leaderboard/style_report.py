@@ -128,7 +128,8 @@ def _plain(value):
 
 
 def as_json(table: pd.DataFrame, coefficients: pd.DataFrame) -> str:
-    """The section as JSON: {"style_control": {...}, "coefficients": [...], "models": [...]}."""
+    """The section as JSON: {"style_control": {what it is, "coefficients": [...], "models": [...]}}."""
     records = lambda frame: [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
-    return json.dumps({"style_control": {k: _plain(v) for k, v in table.attrs.items()},
-                       "coefficients": records(coefficients), "models": records(table)}, indent=1) + "\n"
+    section = {k: _plain(v) for k, v in table.attrs.items()}
+    section.update(coefficients=records(coefficients), models=records(table))
+    return json.dumps({"style_control": section}, indent=1) + "\n"

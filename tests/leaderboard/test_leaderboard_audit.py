@@ -110,8 +110,10 @@ def test_the_command_writes_the_audit(tmp_path, capsys):
     assert code == 0, err
     assert "## Board audit" in out and "| position | Does the side shown first win more? | **FIRES** |" in out
     data = json.loads((tmp_path / "b" / "audit.json").read_text())
-    assert [p["name"] for p in data["probes"]] == list(PROBES) and "position" in data["audit"]["fired"]
+    assert [p["name"] for p in data["audit"]["probes"]] == list(PROBES) and "position" in data["audit"]["fired"]
     assert "## Board audit" in (tmp_path / "b" / "leaderboard.md").read_text()
+    board_json = json.loads((tmp_path / "b" / "leaderboard.json").read_text())
+    assert board_json["audit"] == data["audit"] and len(board_json["models"]) == 8
 
 
 def test_the_audit_of_a_contextual_board_is_refused_in_one_line(tmp_path, capsys):
