@@ -28,7 +28,7 @@ simulated boards and its power on boards with the defect planted (``benchmarks/l
    the plug-in SD of that U-statistic, sqrt(2 sum_g ((sum_k r_k^2)^2 - sum_k r_k^4)); fires when
    the largest z exceeds the one-sided ALPHA / n quantile (Bonferroni).  Reported with the design
    effect per model, sum_g s_g^2 / sum_k r_k^2 (the judge-clustered over the per-vote variance of
-   its score equation).
+   its score equation), and where the board clusters by judge, (clustered SE / model SE)^2 per model.
 7. **influence** -- does one judge move the board?  For the ``TOP_JUDGES`` judges with most votes:
    the leave-one-judge-out change of every score by one Newton step, -Q K^{-1} Q' s_g (exact to first
    order; the largest is refitted exactly), relative to the score's SE; and the consistency of the
@@ -44,13 +44,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
+from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from scipy.sparse.csgraph import connected_components
 from scipy.special import expit, log_expit
 from scipy.stats import chi2, norm, spearmanr
 
 from ..core.batch import Rows, fit
-from ..core.contrasts import basis
+from ..core.contrasts import basis, to_reduced
+from ..core.inference import debias_rows
 from .files import LeaderboardInputError
 from .style import StyleFeatures, fit_style
 
@@ -59,6 +61,7 @@ MIN_PAIR = 10
 COVERAGE_RATIO = 3.0
 TOP_JUDGES = 500
 INFLUENCE_SE = 0.5
+DENSE_MAX = 20_000_000  # entries of the ties probe's dense pair design (160 MB)
 
 
 @dataclass
@@ -224,6 +227,9 @@ def ties_probe(board, votes, theta) -> Probe:
     n = votes.n
     if votes.ties.sum() == 0 or n < 3:
         return Probe("ties", question, test, None, finding="no ties under this tie rule" if n >= 3 else "two models")
+    if len(votes.m) * n > DENSE_MAX:
+        return Probe("ties", question, test, None, finding=f"not run: {len(votes.m):,} pairs x {n} models is beyond "
+                                                           "the dense test's size")
     d = np.abs(theta[votes.a] - theta[votes.b])
     base = np.column_stack([np.ones_like(d), d, d * d])
     ones = np.zeros((len(d), n))
@@ -298,14 +304,15 @@ def connectivity_probe(votes) -> Probe:
     order = np.argsort(-sizes, kind="stable")
     shown = " and ".join(f"{{{_names(votes.models, np.flatnonzero(labels == c).tolist())}}}" for c in order[:3])
     finding = (f"{count} components linked only by pairs with fewer than {MIN_PAIR} votes: {shown}" if count > 1
-               else f"one component; the thinnest pair has {int(votes.m.min())} votes, {votes.n * (votes.n - 1) // 2 - len(votes.m)} "
-                    "pairs never met")
+               else f"one component; the thinnest pair has {int(votes.m.min())} votes, "
+                    f"{votes.n * (votes.n - 1) // 2 - len(votes.m)} pairs never met")
     return Probe("connectivity", question, test, count > 1, float(count), None, finding, {"components": int(count)})
 
 
 def coverage_probe(board) -> Probe:
     question = "Are some models judged far less than others?"
-    test = f"fires when the least-judged model has under 1/{COVERAGE_RATIO:g} of the most-judged one's judgments (a rule)"
+    test = (f"fires when the least-judged model has under 1/{COVERAGE_RATIO:g} of the most-judged one's judgments "
+            "(a rule)")
     stats = board.model_stats()
     judged = stats["judgments"].to_numpy(float)
     low, high = int(np.argmin(judged)), int(np.argmax(judged))
@@ -348,11 +355,28 @@ def clustering_probe(board, theta) -> Probe:
     top = int(np.argmax(z))
     cut = float(norm.isf(ALPHA / n))
     p = float(min(1.0, n * norm.sf(z[top])))
+    values = {"design_effect_median": float(np.median(deff)), "design_effect_max": float(deff.max()),
+              "z_max": float(z[top])}
+    ses = ""
+    if board.se_method == "cluster":  # the board's own design effect: (clustered SE / model SE)^2
+        model = debias_rows(board.pairs.rows(b.contexts, n), board.theta, se="model")
+        if model.available:
+            ratio = (_score_se(board.result, board.default_context) / _score_se(model, board.default_context)) ** 2
+            values.update(se_design_effect_median=float(np.median(ratio)), se_design_effect_max=float(ratio.max()))
+            ses = f"; (clustered / model SE)^2 median {np.median(ratio):.2f}, largest {ratio.max():.2f}"
     return Probe("clustering", question, test, bool(z[top] > cut), float(z[top]), p,
-                 f"design effect median {np.median(deff):.2f}, largest {deff.max():.2f} (`{b.models[int(np.argmax(deff))]}`); "
-                 f"largest z {z[top]:.1f} (`{b.models[top]}`, cut {cut:.2f})",
-                 {"design_effect_median": float(np.median(deff)), "design_effect_max": float(deff.max()),
-                  "z_max": float(z[top])})
+                 f"design effect of the score equations median {np.median(deff):.2f}, largest {deff.max():.2f} "
+                 f"(`{b.models[int(np.argmax(deff))]}`){ses}; largest z {z[top]:.1f} (`{b.models[top]}`, "
+                 f"cut {cut:.2f})",
+                 values)
+
+
+def _score_se(result, x) -> np.ndarray:
+    """SEs of the scores x'theta_i of a debiased result."""
+    n, d = result.theta_d.shape
+    columns = np.einsum("ai,e->aei", to_reduced(np.eye(n)), x).reshape((n - 1) * d, n)
+    root = solve_triangular(result.factor, columns, trans="T")
+    return np.sqrt(np.einsum("pk,pk->k", root, root))
 
 
 def influence_probe(board, theta, se) -> Probe:

@@ -384,8 +384,9 @@ def fit_style(battles, features: StyleFeatures, *, se: str = "sandwich") -> Styl
                 raise LeaderboardInputError(f"{source}: se='cluster' needs a judge column")
             factor = precision_factor(hessian, design.cluster_meat(residual, battles.judges))
     except LinAlgError:
+        hint = "; try --se sandwich" if se == "cluster" else ""
         raise LeaderboardInputError(f"{source}: the {se} covariance of the style fit is singular (a model or feature "
-                                    "without residual variance{'; try --se sandwich' if se == 'cluster' else ''})") from None
+                                    f"without residual variance{hint})") from None
     T = np.zeros((n + design.q, design.p))
     T[:n, :n - 1] = design.Q
     T[n:, n - 1:] = np.eye(design.q)

@@ -99,11 +99,12 @@ def markdown(table: pd.DataFrame, coefficients: pd.DataFrame) -> str:
     anchor = f"; anchored: {meta['anchor'][0]} = {meta['anchor'][1]:g}" if meta["anchor"] else ""
     lines = ["## Style control", "",
              f"The Bradley-Terry fit with {' and '.join(what)}, in one maximum-likelihood fit ({meta['newton_steps']} "
-             f"Newton steps); {SE_WORDS[meta['se_method']]} SEs, {level:.0%} CIs{anchor}. Rank (StyleCtrl): the position by the "
-             "style-controlled score; change: raw rank - style rank (up is positive); Rank (UB): 1 + the models "
+             f"Newton steps); {SE_WORDS[meta['se_method']]} SEs, {level:.0%} CIs{anchor}. Rank (StyleCtrl): the "
+             "position by the style-controlled score; change: raw rank - style rank (up is positive); Rank (UB): 1 + the models "
              "whose lower bound is above this one's upper bound (LMArena's convention, marginal CIs); rank interval: "
              f"{meta['rank_interval'] or 'simultaneous'}.", "",
-             f"| feature | coefficient (logit) | {level:.0%} CI | Elo points | z | p |", "|---|---:|:---:|---:|---:|---:|"]
+             f"| feature | coefficient (logit) | {level:.0%} CI | Elo points | z | p |",
+             "|---|---:|:---:|---:|---:|---:|"]
     for r in coefficients.itertuples(index=False):
         lines.append(f"| {FEATURE_TEXT.get(r.feature, r.feature)} | {r.coefficient:.3f} | {r.lower:.3f} to "
                      f"{r.upper:.3f} | {r.elo:.1f} | {r.z:.2f} | {r.p_value:.2g} |")

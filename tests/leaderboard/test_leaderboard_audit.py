@@ -62,14 +62,16 @@ def test_intransitivity_deviance_equals_an_independent_one():
     lo = np.minimum(decisive.model_a, decisive.model_b)
     hi = np.maximum(decisive.model_a, decisive.model_b)
     hi_won = np.where(decisive.winner == "model_a", decisive.model_a == hi, decisive.model_b == hi)
-    table = pd.DataFrame({"lo": lo, "hi": hi, "w": hi_won.astype(float)}).groupby(["lo", "hi"])["w"].agg(["sum", "size"])
+    table = pd.DataFrame({"lo": lo, "hi": hi, "w": hi_won.astype(float)})
+    table = table.groupby(["lo", "hi"])["w"].agg(["sum", "size"])
     table = table[table["size"] >= MIN_PAIR].reset_index()
     names = sorted(set(table.lo) | set(table.hi))
     a, b = table.lo.map(names.index).to_numpy(), table.hi.map(names.index).to_numpy()
     w, m = table["sum"].to_numpy(), table["size"].to_numpy().astype(float)
     p = _reference_btl(len(names), a, b, w, m)
     with np.errstate(divide="ignore", invalid="ignore"):
-        g2 = 2 * np.sum(np.where(w > 0, w * np.log(w / (m * p)), 0) + np.where(m > w, (m - w) * np.log((m - w) / (m * (1 - p))), 0))
+        g2 = 2 * np.sum(np.where(w > 0, w * np.log(w / (m * p)), 0)
+                        + np.where(m > w, (m - w) * np.log((m - w) / (m * (1 - p))), 0))
     df = len(table) - len(names) + 1
     assert probe.statistic == pytest.approx(g2, rel=1e-8)
     assert probe.p_value == pytest.approx(chi2.sf(g2, df), rel=1e-6) and probe.values["df"] == df

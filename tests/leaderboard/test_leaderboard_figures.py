@@ -29,7 +29,8 @@ def test_battle_counts_and_win_probabilities_are_their_definitions(monkeypatch):
     expected = pd.crosstab(frame.model_a, frame.model_b).reindex(index=board.models, columns=board.models, fill_value=0)
     np.testing.assert_array_equal(counts, expected.to_numpy() + expected.to_numpy().T)
     seen = {}
-    monkeypatch.setattr(figures, "_matrix_figure", lambda table, matrix, title, **kw: seen.setdefault(title[:9], matrix))
+    monkeypatch.setattr(figures, "_matrix_figure",
+                        lambda table, matrix, title, **kw: seen.setdefault(title[:9], matrix))
     for scale in ("logit", "elo"):
         table = board.table(scale=scale)
         seen.clear()
