@@ -1,7 +1,7 @@
 """The board audit's false-alarm rates and power, and the time of ``--style`` and ``--audit`` on a
 200k-vote log.
 
-    python -m benchmarks.leaderboard_audit rates [--seeds 200] [--planted-seeds 50]
+    python -m benchmarks.leaderboard_audit rates [--seeds 200] [--planted-seeds 50] [--strength 1]
     python -m benchmarks.leaderboard_audit timing [--rows 200000] [--models 32] [--judges 54000]
 
 ``rates``: for each of ``--seeds`` clean simulated boards (``simulate("clean", seed)``: 8 models,
@@ -38,14 +38,17 @@ PLANTED = {
 PROBES = ("position", "ties", "intransitivity", "connectivity", "coverage", "clustering", "influence")
 
 
-def simulate(kind: str = "clean", seed: int = 0, *, models: int = 8, votes: int = 4000, judges: int = 300):
-    """A battle log (model_a, model_b, winner, judge): the clean board or one with ``kind`` planted."""
+def simulate(kind: str = "clean", seed: int = 0, *, models: int = 8, votes: int = 4000, judges: int = 300,
+             strength: float = 1.0):
+    """A battle log (model_a, model_b, winner, judge): the clean board or one with ``kind`` planted
+    (``strength`` scales the defect: 1 is ``PLANTED``'s; connectivity's has one strength)."""
+    s = float(strength)
     rng = np.random.default_rng(np.random.SeedSequence([seed, PROBES.index(kind) + 1 if kind in PROBES else 0]))
     n = models
     skill = np.linspace(1.0, -1.0, n)
     weight = np.ones(n)
     if kind == "coverage":
-        weight[n // 2] = 0.1
+        weight[n // 2] = 1.0 - 0.9 * s
     a = rng.choice(n, votes, p=weight / weight.sum())
     b = rng.choice(n, votes, p=weight / weight.sum())
     while (same := a == b).any():
@@ -59,27 +62,27 @@ def simulate(kind: str = "clean", seed: int = 0, *, models: int = 8, votes: int 
         a[:6], b[:6] = np.arange(6) % half, half + np.arange(6) % half
     if kind == "clustering":
         judge = rng.integers(0, 60, votes)
-        taste = rng.normal(0.0, 0.8, (60, n))
+        taste = rng.normal(0.0, 0.8 * s, (60, n))
         u = skill[a] - skill[b] + taste[judge, a] - taste[judge, b]
     else:
         judge = np.minimum(rng.zipf(1.6, votes), judges) - 1
         u = skill[a] - skill[b]
     if kind == "position":
-        u = u + 0.3
+        u = u + 0.3 * s
     if kind == "intransitivity":  # 0 beats 1, 1 beats 2, 2 beats 0, each 3 to 1
         for x, y in [(0, 1), (1, 2), (2, 0)]:
-            u[(a == x) & (b == y)] = np.log(3.0)
-            u[(a == y) & (b == x)] = -np.log(3.0)
+            u[(a == x) & (b == y)] = s * np.log(3.0)
+            u[(a == y) & (b == x)] = -s * np.log(3.0)
     p_a = 1.0 / (1.0 + np.exp(-u))
     tie_p = np.full(votes, 0.1)
     if kind == "ties":
-        tie_p = np.where((a == n // 2) | (b == n // 2), 0.35, 0.1)
+        tie_p = np.where((a == n // 2) | (b == n // 2), 0.1 + 0.25 * s, 0.1)
     tie = rng.random(votes) < tie_p
     won_a = rng.random(votes) < p_a
     if kind == "connectivity":
         tie[:6], won_a[:6] = False, np.arange(6) % 2 == 0
     if kind == "influence":
-        shill = rng.random(votes) < 0.08
+        shill = rng.random(votes) < 0.08 * s
         weakest = n - 1
         a[shill] = weakest
         b[shill] = rng.integers(0, n - 1, int(shill.sum()))
@@ -100,19 +103,19 @@ def fires(frame) -> dict:
     return {p.name: p.fired for p in audit_board(board).probes}
 
 
-def rates(seeds: int, planted_seeds: int) -> None:
+def rates(seeds: int, planted_seeds: int, strength: float = 1.0) -> None:
     counts = {name: 0 for name in PROBES}
     start = time.perf_counter()
     for seed in range(seeds):
         for name, fired in fires(simulate("clean", seed)).items():
             counts[name] += bool(fired)
     print(f"clean boards: {seeds} seeds ({time.perf_counter() - start:.0f} s)")
-    for name in PROBES:
+    for name in PROBES if seeds else ():
         rate = counts[name] / seeds
         print(f"  {name:15s} false-alarm rate {rate:.3f} (SE {np.sqrt(max(rate * (1 - rate), 1e-12) / seeds):.3f})")
-    print(f"planted boards: {planted_seeds} seeds each")
+    print(f"planted boards: {planted_seeds} seeds each, strength {strength:g}")
     for name in PROBES:
-        hit = sum(bool(fires(simulate(name, seed))[name]) for seed in range(planted_seeds))
+        hit = sum(bool(fires(simulate(name, seed, strength=strength))[name]) for seed in range(planted_seeds))
         print(f"  {name:15s} power {hit / planted_seeds:.3f} ({hit}/{planted_seeds}): {PLANTED[name]}")
 
 
@@ -170,13 +173,14 @@ def main(argv=None) -> None:
     r = sub.add_parser("rates")
     r.add_argument("--seeds", type=int, default=200)
     r.add_argument("--planted-seeds", type=int, default=50)
+    r.add_argument("--strength", type=float, default=1.0, help="scales the planted defects (1: PLANTED's)")
     t = sub.add_parser("timing")
     t.add_argument("--rows", type=int, default=200_000)
     t.add_argument("--models", type=int, default=32)
     t.add_argument("--judges", type=int, default=54_000)
     args = parser.parse_args(argv)
     if args.what == "rates":
-        rates(args.seeds, args.planted_seeds)
+        rates(args.seeds, args.planted_seeds, args.strength)
     else:
         timing(args.rows, args.models, args.judges)
 

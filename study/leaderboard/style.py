@@ -115,8 +115,6 @@ def _column(table: pa.Table, name: str, source: str):
         return table.column(name).combine_chunks(), name
     if METADATA in table.column_names:
         meta = table.column(METADATA).combine_chunks()
-        if pa.types.is_string(meta.type) or pa.types.is_large_string(meta.type):
-            meta = _parse_metadata(meta, source)
         if pa.types.is_struct(meta.type) and meta.type.get_field_index(name) >= 0:
             return pc.struct_field(meta, name), f"{METADATA}.{name}"
     found = table.column_names
@@ -169,6 +167,10 @@ def _numbers(array, label: str, source: str, kind: str, counts: bool) -> np.ndar
 
 def features_of_table(table: pa.Table, source: str, kind: str, specs) -> np.ndarray:
     """(rows, k): every row's normalised difference per feature (module docstring)."""
+    if METADATA in table.column_names:  # JSON text (a CSV cell): parsed once into a struct column
+        meta = table.column(METADATA).combine_chunks()
+        if pa.types.is_string(meta.type) or pa.types.is_large_string(meta.type):
+            table = table.set_column(table.column_names.index(METADATA), METADATA, _parse_metadata(meta, source))
     out = np.empty((table.num_rows, len(specs)))
     for c, (name, first, second) in enumerate(specs):
         if second is None:

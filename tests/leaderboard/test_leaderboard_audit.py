@@ -126,3 +126,40 @@ def test_the_audit_of_a_contextual_board_is_refused_in_one_line(tmp_path, capsys
     code = main([str(path), "--out", str(tmp_path / "b"), "--audit", "--category", "cat", "--no-figures"])
     out, err = capsys.readouterr()
     assert code == 2 and "the audit examines the plain board" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ties_statistic_and_davidson_fit_equal_independent_ones():
+    from scipy.optimize import minimize
+    frame = simulate("ties", 4)
+    board = leaderboard(frame, draws=200)
+    probe = next(p for p in audit_board(board).probes if p.name == "ties")
+    models = board.models
+    n = len(models)
+    theta = board.result.theta_d[:, 0]
+    a = frame.model_a.map(models.index).to_numpy()
+    b = frame.model_b.map(models.index).to_numpy()
+    tie = (frame.winner == "tie").to_numpy(float)
+    # per vote, logistic regression of the tie indicator: (1, d, d^2) against (1, d, d^2, one-hot a + one-hot b)
+    d = np.abs(theta[a] - theta[b])
+    base = np.column_stack([np.ones_like(d), d, d * d])
+    onehot = np.zeros((len(d), n))
+    onehot[np.arange(len(d)), a] += 1
+    onehot[np.arange(len(d)), b] += 1
+    full = np.hstack([base, onehot[:, 1:]])  # reference coding (model 0 dropped): the same span
+
+    def best(X):
+        nll = lambda w: float(np.sum(np.logaddexp(0, X @ w)) - tie @ (X @ w))
+        grad = lambda w: X.T @ (1 / (1 + np.exp(-(X @ w))) - tie)
+        return -minimize(nll, np.zeros(X.shape[1]), jac=grad, method="BFGS", options={"gtol": 1e-9}).fun
+    assert probe.statistic == pytest.approx(2 * (best(full) - best(base)), rel=1e-5)
+    # Davidson's model per vote, reference-coded: P(a) = e^ta / D, P(b) = e^tb / D, P(tie) = nu e^((ta+tb)/2) / D
+    won_a = (frame.winner == "model_a").to_numpy(float)
+    won_b = (frame.winner == "model_b").to_numpy(float)
+
+    def davidson(w):
+        t = np.concatenate([[0.0], w[:n - 1]])
+        ua, ub, ut = t[a], t[b], w[n - 1] + 0.5 * (t[a] + t[b])
+        log_d = np.logaddexp(np.logaddexp(ua, ub), ut)
+        return -float(won_a @ ua + won_b @ ub + tie @ ut - log_d.sum())
+    fitted = minimize(davidson, np.zeros(n), method="BFGS", options={"gtol": 1e-8})
+    assert probe.values["davidson_nu"] == pytest.approx(np.exp(fitted.x[-1]), rel=1e-4)
