@@ -366,25 +366,26 @@ def fit_style(battles, features: StyleFeatures, *, se: str = "sandwich") -> Styl
         names.append("position")
     if not columns:
         raise ValueError("no style feature and no position term to fit")
+    if se == "cluster" and battles.judges is None:
+        raise LeaderboardInputError(f"{source}: se='cluster' needs a judge column")
     E = np.hstack(columns)
     # model_a's score: outright wins of a plus half the ties (wins counts b's outright wins)
-    y = battles.m - battles.wins - 0.5 * battles.ties
-    design = _Design(battles.i, battles.j, E, y, battles.m, n)
+    a, b, y, m, ties = battles.i, battles.j, battles.m - battles.wins - 0.5 * battles.ties, battles.m, battles.ties
+    judges = battles.judges if se == "cluster" else None
+    if not features.names:  # the position term alone: rows of one (pair, side[, judge]) are summed (exact)
+        a, b, E, y, m, ties, judges = _summed(a, b, E[:, 0], y, m, ties, judges, n)
+    design = _Design(a, b, E, y, m, n)
     beta, steps = _newton(design, source)
     u = design.margins(beta)
     p = expit(u)
-    hessian = design.gram(battles.m * p * (1 - p))
-    residual = y - battles.m * p
+    hessian = design.gram(m * p * (1 - p))
     try:
         if se == "model":
             factor = cholesky(hessian)
-        elif se == "sandwich":
-            meat = design.gram(comparison_variance(p, y, battles.m, battles.ties))
-            factor = precision_factor(hessian, meat)
+        elif se == "sandwich":  # v_k is linear in the row's counts: summed rows give the same meat
+            factor = precision_factor(hessian, design.gram(comparison_variance(p, y, m, ties)))
         else:
-            if battles.judges is None:
-                raise LeaderboardInputError(f"{source}: se='cluster' needs a judge column")
-            factor = precision_factor(hessian, design.cluster_meat(residual, battles.judges))
+            factor = precision_factor(hessian, design.cluster_meat(y - m * p, judges))
     except LinAlgError:
         hint = "; try --se sandwich" if se == "cluster" else ""
         raise LeaderboardInputError(f"{source}: the {se} covariance of the style fit is singular (a model or feature "
@@ -397,6 +398,21 @@ def fit_style(battles, features: StyleFeatures, *, se: str = "sandwich") -> Styl
     theta = design.Q @ beta[:n - 1]
     return StyleFit(theta=theta, coef=beta[n - 1:].copy(), names=names, cov=cov, root=root_all[:, :n],
                     mean=mean, sd=sd, se_method=se, steps=steps, position=features.position)
+
+
+def _summed(a, b, side, y, m, ties, judges, n):
+    """Rows with the same ordered pair, side (and judge) summed: the likelihood, its derivatives and
+    both meats depend on such rows only through their sums."""
+    key = (a.astype(np.int64) * n + b) * 2 + (side > 0)
+    if judges is not None:
+        key = key + judges.astype(np.int64) * (2 * n * n)
+    keys, index = np.unique(key, return_inverse=True)
+    index = index.ravel()
+    total = lambda v: np.bincount(index, v, len(keys))
+    pair = (keys % (2 * n * n)) // 2
+    side = np.where(keys % 2 == 1, 1.0, -1.0)
+    return (pair // n, pair % n, side[:, None], total(y), total(m), total(ties),
+            None if judges is None else keys // (2 * n * n))
 
 
 def _newton(design: _Design, source: str):

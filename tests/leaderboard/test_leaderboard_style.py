@@ -233,6 +233,22 @@ def test_a_position_only_fit_converges_and_equals_an_independent_glm():
         theta = np.concatenate([[0.0], beta[:-1]])
         np.testing.assert_allclose(fit.theta, theta - theta.mean(), atol=1e-6)
         assert fit.coef[0] == pytest.approx(beta[-1], abs=1e-6)
+        if "judge" not in frame:
+            continue
+        # the covariances of the summed rows (same pair, side, judge) against the dense per-vote ones
+        p = 1 / (1 + np.exp(-X @ beta))
+        bread = np.linalg.inv(X.T @ (X * (p * (1 - p))[:, None]))
+        scores = X * (y - p)[:, None]
+        groups = pd.DataFrame(scores).groupby(frame.judge.to_numpy()).sum().to_numpy()
+        meats = {"sandwich": scores.T @ scores, "cluster": groups.T @ groups * len(groups) / (len(groups) - 1)}
+        A = np.zeros((n + 1, n))  # reference coding -> (sum-zero theta, delta)
+        A[1:n, :n - 1] = np.eye(n - 1)
+        A[:n] -= A[:n].mean(axis=0)
+        A[n, n - 1] = 1.0
+        for se, meat in [("model", None), *meats.items()]:
+            other = fit_style(battles, read_style(frame, position="model_a", style=False), se=se)
+            want = A @ (bread if meat is None else bread @ meat @ bread) @ A.T
+            np.testing.assert_allclose(other.cov, want, rtol=1e-6, atol=1e-12)
 
 
 def test_the_coefficients_intervals_cover():
@@ -267,3 +283,18 @@ def test_the_coefficients_intervals_cover():
         covered += np.abs(fit.coef - truth) <= 1.959964 * se
     rate = covered / reps
     assert np.all(rate[[0, 2]] >= 0.935) and np.all(rate[[0, 2]] <= 0.965), rate
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl", ".json", ".csv"])
+def test_every_format_gives_the_same_features(tmp_path, suffix):
+    frame = style_log(rows=300, seed=1)
+    path = tmp_path / f"votes{suffix}"
+    if suffix == ".parquet":
+        frame.to_parquet(path)
+    elif suffix == ".jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    elif suffix == ".json":
+        path.write_text(json.dumps(frame.to_dict(orient="records")))
+    else:  # a CSV cell holds the object as JSON text
+        frame.assign(conv_metadata=[json.dumps(m) for m in frame.conv_metadata]).to_csv(path, index=False)
+    np.testing.assert_array_equal(read_style(str(path)).raw, read_style(frame).raw)
