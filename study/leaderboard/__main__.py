@@ -154,20 +154,20 @@ def _sections(args, board, table, anchor, formats, files) -> list:
     sections = []
     if args.style or args.style_columns or args.position:
         from .style import fit_style, read_style
-        from .style_report import as_json, coefficient_table, markdown, style_table
+        from .style_report import as_json, coefficient_table, csv_text, markdown, style_table
         features = read_style(args.files, tie_rule=args.tie_rule, columns=args.style_columns, position=args.position,
                               style=bool(args.style or args.style_columns))
         fit = fit_style(board.battles, features, se=board.se_method)
         styled = style_table(board, fit, table, scale=args.scale, anchor=anchor)
         coefficients = coefficient_table(fit, board.level)
         sections.append(markdown(styled, coefficients))
-        writers = {"md": lambda: sections[-1], "csv": lambda: styled.to_csv(index=False),
+        writers = {"md": lambda: sections[-1], "csv": lambda: csv_text(styled),
                    "json": lambda: as_json(styled, coefficients)}
         files.update({f"style.{kind}": writers[kind]().encode("utf-8") for kind in formats})
     if args.audit:
         from .audit import audit_board
         from .audit_report import as_json as audit_json, markdown as audit_markdown
-        report = audit_board(board, seed=args.seed)
+        report = audit_board(board)
         sections.append(audit_markdown(report))
         files["audit.json"] = audit_json(report).encode("utf-8")
     if "leaderboard.json" in files and sections:  # the sections' data in the board's JSON too

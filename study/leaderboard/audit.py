@@ -443,7 +443,7 @@ def _exact_change(board, keep, theta, se) -> float:
     return float("nan") if refit is None else float((np.abs(refit - theta) / se).max())
 
 
-def audit_board(board, *, seed: int = 0) -> Audit:
+def audit_board(board) -> Audit:
     """The seven probes (module docstring) of a fitted plain :class:`~study.leaderboard.Leaderboard`.
 
     Returns

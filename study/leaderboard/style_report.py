@@ -120,6 +120,20 @@ def markdown(table: pd.DataFrame, coefficients: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(table: pd.DataFrame) -> str:
+    """The style table as CSV; a text cell that a spreadsheet would read as a formula (starting with
+    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is prefixed with ``'`` (OWASP's advice)."""
+    frame = table.copy()
+    for column in frame.columns:
+        if frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column]):
+            frame[column] = [f"'{v}" if isinstance(v, str) and v.startswith(FORMULA_START) else v
+                             for v in frame[column]]
+    return frame.to_csv(index=False)
+
+
 def _plain(value):
     if isinstance(value, np.integer):
         return int(value)

@@ -298,3 +298,14 @@ def test_every_format_gives_the_same_features(tmp_path, suffix):
     else:  # a CSV cell holds the object as JSON text
         frame.assign(conv_metadata=[json.dumps(m) for m in frame.conv_metadata]).to_csv(path, index=False)
     np.testing.assert_array_equal(read_style(str(path)).raw, read_style(frame).raw)
+
+
+def test_style_csv_neutralises_formulas(tmp_path, capsys):
+    frame = style_log(rows=1500, seed=8)
+    frame = frame.replace({"model_a": {"m00": "=1+1"}, "model_b": {"m00": "=1+1"}})
+    path = tmp_path / "votes.parquet"
+    frame.to_parquet(path)
+    code = main([str(path), "--out", str(tmp_path / "b"), "--style", "--no-figures"])
+    assert code == 0, capsys.readouterr().err
+    text = (tmp_path / "b" / "style.csv").read_text()
+    assert "'=1+1" in text and "\n=1+1" not in text and ",=1+1" not in text
