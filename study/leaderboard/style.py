@@ -78,6 +78,9 @@ class StyleFeatures:
         +1 where model_a was shown first, -1 where model_b was (None: no position term).
     position : str or None
         Where ``side`` came from.
+    kinds : list of str
+        Per feature, ``"ratio"`` ((a - b) / (a + b + 1) of two counts) or ``"difference"`` (a
+        column as given).
     """
 
     raw: np.ndarray
