@@ -17,6 +17,9 @@ columns or prompt text (:mod:`.contexts`), and the table can be had at any conte
 * :mod:`.published` -- LMArena's conventions: Rank (UB), Arena Score, +x/-y, votes, preliminary
   marks, dropping low-vote models, arena-catalog's JSON;
 * :mod:`.output`, :mod:`.figures`, :mod:`.__main__` -- what is written and drawn, the command.
+* :mod:`.style`, :mod:`.style_report` -- style control (LMArena's ``Rank (StyleCtrl)``) and a
+  position term;
+* :mod:`.audit`, :mod:`.audit_report` -- the board audit's seven probes.
 
 docs/leaderboard.md is the guide.
 """

@@ -77,6 +77,18 @@ def parser() -> argparse.ArgumentParser:
                    help=f"mark models with fewer than N votes as preliminary (default {PRELIMINARY_BELOW})")
     p.add_argument("--draws", type=int, default=10_000, help="Gaussian draws of the rank intervals' critical value")
     p.add_argument("--seed", type=int, default=0, help="seed of those draws")
+    p.add_argument("--style", action="store_true",
+                   help="style control: shared coefficients on the responses' length and markdown counts (LMArena's "
+                        "conv_metadata) in the same fit; Rank (StyleCtrl) beside the raw rank (style.{md,csv,json})")
+    p.add_argument("--style-columns", default=None, metavar="A:B,C",
+                   help="with --style: other features, A:B per-response counts of model_a and model_b (normalised "
+                        "as LMArena's) or C a numeric per-battle feature (standardised)")
+    p.add_argument("--position", nargs="?", const="model_a", default=None, metavar="COLUMN",
+                   help="a position term (the advantage of the model shown first) in the style fit; COLUMN names "
+                        "per row which of model_a/model_b was shown first (default: model_a, LMArena's left side)")
+    p.add_argument("--audit", action="store_true",
+                   help="audit the board: position bias, ties, intransitivity, connectivity, coverage, vote "
+                        "clustering, annotator influence (a section of leaderboard.md, audit.json)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
 
@@ -145,8 +157,9 @@ def _options(args):
     return formats, scale, anchor
 
 
-def board_files(board, at, args, formats, scale, anchor, progress, folder=""):
-    """(the project's Markdown, the arena Markdown, the elo table, {file name: bytes}) of one board."""
+def board_files(board, at, args, formats, scale, anchor, progress, folder="", style=None):
+    """(the project's Markdown with the --style/--audit sections, the arena Markdown, the elo table,
+    {file name: bytes}) of one board."""
     from .figures import draw
 
     table = board.table(at, scale=scale, anchor=anchor)
@@ -154,6 +167,12 @@ def board_files(board, at, args, formats, scale, anchor, progress, folder=""):
     table.attrs["preliminary_below"] = args.preliminary_below
     files = {folder + name: text.encode("utf-8")
              for name, text in render(table, [f for f in formats if f in FORMATS]).items()}
+    text = render(table, ("md",))["leaderboard.md"]
+    sections = _sections(args, board, table, scale, anchor, formats, files, folder, style)
+    if sections:
+        text = "\n".join([text] + sections)
+        if folder + "leaderboard.md" in files:
+            files[folder + "leaderboard.md"] = text.encode("utf-8")
     arena = table if scale == "elo" else board.table(at, scale="elo", anchor=anchor)
     arena_text = arena_markdown(arena, args.preliminary_below)
     if "arena" in formats:
@@ -161,7 +180,7 @@ def board_files(board, at, args, formats, scale, anchor, progress, folder=""):
     if not args.no_figures:
         progress("figures")
         files.update({folder + name: data for name, data in draw(board, table).items()})
-    return render(table, ("md",))["leaderboard.md"], arena_text, arena, files
+    return text, arena_text, arena, files
 
 
 def build(args, progress):
@@ -178,6 +197,11 @@ def build(args, progress):
                            category=args.by or args.category, features=features, context=args.context,
                            embed=args.embed, intercept=not args.no_intercept, dim=args.dim, aliases=args.aliases,
                            normalise_names=args.normalise_names)
+    style = None
+    if args.style or args.style_columns or args.position:
+        from .style import read_style
+        style = read_style(args.files, tie_rule=args.tie_rule, columns=args.style_columns, position=args.position,
+                           style=bool(args.style or args.style_columns))
 
     def fit(part):
         return leaderboard(part, tie_rule=args.tie_rule, se=args.se, level=args.level, ridge=args.ridge,
@@ -201,8 +225,9 @@ def build(args, progress):
                 continue
             try:
                 _, _, elo[label], written = board_files(board, None, args, formats, scale, anchor, progress,
-                                                        "" if label is None else folders[label] + "/")
-            except ValueError as exc:  # an anchor model absent from this category (or the whole log)
+                                                        "" if label is None else folders[label] + "/", style)
+            except ValueError as exc:  # an anchor model absent from this category (or the whole log), or
+                # its --style fit impossible there: that board refused, the others still written
                 if label is None:
                     full = " ".join(str(exc).split())
                 else:
@@ -221,11 +246,41 @@ def build(args, progress):
         battles, at = one_category(battles, at), None  # that category's rows on their own (.categories)
     board = fit(battles)
     progress("table")
-    text, arena_text, arena, files = board_files(board, at, args, formats, scale, anchor, progress)
+    text, arena_text, arena, files = board_files(board, at, args, formats, scale, anchor, progress, style=style)
     if "catalog" in formats:
         label = args.at if isinstance(_at(args.at), str) else "full"
         files["arena.json"] = catalog_text({label: arena}).encode("utf-8")
     return text + "\n" + arena_text, files
+
+
+def _sections(args, board, table, scale, anchor, formats, files, folder, style) -> list:
+    """The Markdown sections of --style/--position and --audit of one board; their files added to
+    ``files`` (under ``folder``).  ``style``: the style features (:func:`.style.read_style`)."""
+    sections = []
+    if style is not None:
+        from .style import fit_style
+        from .style_report import as_json, coefficient_table, csv_text, markdown, style_table
+        fit = fit_style(board.battles, style, se=board.se_method)
+        styled = style_table(board, fit, table, scale=scale, anchor=anchor)
+        coefficients = coefficient_table(fit, board.level)
+        sections.append(markdown(styled, coefficients))
+        writers = {"md": lambda: sections[-1], "csv": lambda: csv_text(styled),
+                   "json": lambda: as_json(styled, coefficients)}
+        files.update({f"{folder}style.{kind}": writers[kind]().encode("utf-8") for kind in formats if kind in FORMATS})
+    if args.audit:
+        from .audit import audit_board
+        from .audit_report import as_json as audit_json, markdown as audit_markdown
+        report = audit_board(board)
+        sections.append(audit_markdown(report))
+        files[f"{folder}audit.json"] = audit_json(report).encode("utf-8")
+    if f"{folder}leaderboard.json" in files and sections:  # the sections' data in the board's JSON too
+        board_json = json.loads(files[f"{folder}leaderboard.json"])
+        if isinstance(board_json, dict):
+            for name in ("style.json", "audit.json"):
+                if folder + name in files:
+                    board_json.update(json.loads(files[folder + name]))
+            files[f"{folder}leaderboard.json"] = (json.dumps(board_json, indent=1) + "\n").encode("utf-8")
+    return sections
 
 
 def main(argv=None) -> int:

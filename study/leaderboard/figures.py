@@ -4,10 +4,19 @@
   the name;
 * ``win_rates.png``: the observed share of a's comparisons with b that a won (a tie half), models
   in leaderboard order (grey: never compared);
+* ``win_probabilities.png``: the predicted probability that the row model beats the column model,
+  1 / (1 + e^{-(s_row - s_col)}) from the scores at the table's context, leaderboard order;
+* ``battle_counts.png``: the comparisons of every pair (log colour scale; white: never compared);
+* ``ranks.png``: every model's simultaneous rank interval as a bar with its rank, best at the top --
+  one row per model, so that it stays legible at 100 models and more;
 * ``diagram.png`` (contextual data): the paper's ranking diagram over the contexts -- an arrow
   i -> j when the ``level`` CI of x'(theta_i - theta_j) lies above 0 for more than 95% of the
   contexts (:mod:`study.llm.diagrams`), transitive reduction, best at the top; drawn up to
-  ``DIAGRAM_MAX_MODELS`` models, over at most ``DIAGRAM_CONTEXTS`` contexts (a seeded sample).
+  ``DIAGRAM_MAX_MODELS`` models (beyond, its levels are a hairball: ``ranks.png`` says the same
+  legibly), over at most ``DIAGRAM_CONTEXTS`` contexts (a seeded sample).
+
+Model names are drawn as text, never as mathematics: every ``$`` is escaped (:func:`label`), so a
+name such as ``$\\foo$`` is shown as written and cannot reach matplotlib's mathtext parser.
 """
 from __future__ import annotations
 
@@ -19,9 +28,14 @@ import numpy as np
 from ..llm.diagrams import dominance_ci, draw_diagram
 from .output import header
 
-DIAGRAM_MAX_MODELS = 40
+DIAGRAM_MAX_MODELS = 12
 DIAGRAM_CONTEXTS = 2000
 ANNOTATE_MAX_MODELS = 25
+
+
+def label(text) -> str:
+    """``text`` as matplotlib shows it literally: ``$`` escaped (no mathtext)."""
+    return str(text).replace("$", r"\$")
 
 
 def _pyplot():
@@ -53,32 +67,34 @@ def scores_figure(table) -> bytes:
     y = np.arange(n)[::-1]
     ax.errorbar(table["score"], y, xerr=[table["score"] - table["lower"], table["upper"] - table["score"]],
                 fmt="o", ms=3, color="C0", ecolor="0.45", elinewidth=1, capsize=2)
-    labels = [f"{model}  [{lo}-{hi}]" if lo != hi else f"{model}  [{lo}]"
+    labels = [f"{label(model)}  [{lo}-{hi}]" if lo != hi else f"{label(model)}  [{lo}]"
               for model, lo, hi in zip(table["model"], table["rank_lower"], table["rank_upper"])]
     font = 7 if n <= 60 else 5.5
     ax.set_yticks(y, labels, fontsize=font)
     ax.set_ylim(-1, n)
     ax.set_xlabel("score (Elo-style)" if meta["scale"] == "elo" else "score (logit)")
     ax.grid(axis="x", lw=0.4, alpha=0.5)
-    fig.text(0.01, 0.995, textwrap.fill(" ".join(header(meta)[:2]), 150), fontsize=5.5, va="top")
+    fig.text(0.01, 0.995, label(textwrap.fill(" ".join(header(meta)[:2]), 150)), fontsize=5.5, va="top")
     _margins(fig, max(map(len, labels)), font, top_in=0.75, bottom_in=0.5)
     return _png(fig)
 
 
-def win_rate_figure(table, rates, models) -> bytes:
+def _matrix_figure(table, matrix, title, *, cmap="RdBu", norm=None, vmin=0.0, vmax=1.0, fmt="{:.2f}",
+                   colorbar=None) -> bytes:
+    """A models x models matrix in leaderboard order, annotated up to ``ANNOTATE_MAX_MODELS``."""
     plt = _pyplot()
-    order = [models.index(name) for name in table["model"]]
-    matrix = rates[np.ix_(order, order)]
-    n = len(order)
+    n = len(table)
     size = min(12.0, 4.5 + 0.1 * n)
     fig, ax = plt.subplots(figsize=(size + 1.0, size + 0.4))
-    cmap = plt.get_cmap("RdBu").with_extremes(bad="0.85")
-    image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=0, vmax=1)
+    colours = plt.get_cmap(cmap).with_extremes(bad="0.85" if norm is None else "white")
+    image = ax.imshow(np.ma.masked_invalid(matrix), cmap=colours, norm=norm,
+                      **({} if norm is not None else {"vmin": vmin, "vmax": vmax}))
     ticks = np.arange(n)
     font = 7 if n <= 40 else 4
-    ax.set_yticks(ticks, table["model"], fontsize=font)
+    names = [label(name) for name in table["model"]]
+    ax.set_yticks(ticks, names, fontsize=font)
     if n <= 40:
-        ax.set_xticks(ticks, table["model"], rotation=90, fontsize=font)
+        ax.set_xticks(ticks, names, rotation=90, fontsize=font)
         opponent = "opponent"
     else:  # many models: the opponents by rank (the row labels name them), every fifth
         ax.set_xticks(ticks[::5], [str(k + 1) for k in ticks[::5]], fontsize=font + 1)
@@ -87,16 +103,75 @@ def win_rate_figure(table, rates, models) -> bytes:
         for a in range(n):
             for b in range(n):
                 if np.isfinite(matrix[a, b]):
-                    ax.text(b, a, f"{matrix[a, b]:.2f}", ha="center", va="center", fontsize=5.5)
+                    ax.text(b, a, fmt.format(matrix[a, b]), ha="center", va="center", fontsize=5.5)
     ax.set_xlabel(opponent)
     ax.set_ylabel("model")
-    fig.colorbar(image, ax=ax, fraction=0.04)
-    fig.text(0.01, 0.995, f"Observed win rates of {table.attrs['source']}: the row model's share of its comparisons "
-                          "with the column model (a tie half);\nleaderboard order; grey: never compared",
-             fontsize=6.5, va="top")
-    chars = max(len(str(name)) for name in table["model"])
+    bar = fig.colorbar(image, ax=ax, fraction=0.04)
+    if colorbar:
+        bar.set_label(colorbar, fontsize=7)
+    fig.text(0.01, 0.995, label(title), fontsize=6.5, va="top")
+    chars = max(len(name) for name in names)
     _margins(fig, chars, font, top_in=0.45, bottom_in=0.45 + (0.55 * font / 72 * chars if n <= 40 else 0.2),
              right_in=0.9)
+    return _png(fig)
+
+
+def _order(table, models):
+    return [models.index(name) for name in table["model"]]
+
+
+def win_rate_figure(table, rates, models) -> bytes:
+    order = _order(table, models)
+    return _matrix_figure(table, rates[np.ix_(order, order)],
+                          f"Observed win rates of {table.attrs['source']}: the row model's share of its comparisons "
+                          "with the column model (a tie half);\nleaderboard order; grey: never compared")
+
+
+def win_probability_figure(table) -> bytes:
+    """P(row beats column) = 1 / (1 + exp(-(s_row - s_col))) from the table's scores (logit or Elo)."""
+    score = table["score"].to_numpy(float)
+    logit = score / (400.0 / np.log(10.0)) if table.attrs.get("scale") == "elo" else score
+    matrix = 1.0 / (1.0 + np.exp(-(logit[:, None] - logit[None, :])))
+    np.fill_diagonal(matrix, np.nan)
+    return _matrix_figure(table, matrix, f"Predicted win probabilities of {table.attrs['source']} (Bradley-Terry, "
+                                         "from the scores): P(the row model beats the column model);\n"
+                                         "leaderboard order", colorbar="P(row beats column)")
+
+
+def battle_count_figure(table, counts, models) -> bytes:
+    """The comparisons of every pair, log colour scale."""
+    from matplotlib.colors import LogNorm
+    order = _order(table, models)
+    matrix = counts[np.ix_(order, order)].astype(float)
+    matrix[matrix == 0] = np.nan
+    top = np.nanmax(matrix) if np.isfinite(matrix).any() else 1.0
+    return _matrix_figure(table, matrix, f"Battle counts of {table.attrs['source']}: comparisons of each pair "
+                                         "(log colour scale);\nleaderboard order; white: never compared",
+                          cmap="viridis", norm=LogNorm(vmin=1.0, vmax=max(top, 2.0)), fmt="{:.0f}",
+                          colorbar="comparisons")
+
+
+def rank_figure(table) -> bytes:
+    """Every model's simultaneous rank interval (bar) and rank (dot), best at the top."""
+    plt = _pyplot()
+    n = len(table)
+    font = 7 if n <= 60 else 5.5
+    fig, ax = plt.subplots(figsize=(7.5, 1.3 + 0.15 * n))
+    y = np.arange(n)[::-1]
+    lower, upper = table["rank_lower"].to_numpy(), table["rank_upper"].to_numpy()
+    ax.hlines(y, lower - 0.35, upper + 0.35, color="C0", lw=min(6.0, 200.0 / max(n, 1)), alpha=0.35)
+    ax.plot(table["rank"], y, "o", ms=3 if n <= 60 else 2, color="C0")
+    names = [label(name) for name in table["model"]]
+    ax.set_yticks(y, names, fontsize=font)
+    ax.set_ylim(-1, n)
+    ax.set_xlim(0.3, n + 0.7)
+    ax.set_xlabel("rank (dot: by score; bar: simultaneous rank interval)")
+    ax.grid(axis="x", lw=0.4, alpha=0.5)
+    ax.xaxis.set_ticks_position("both")
+    ax.tick_params(axis="x", labeltop=True, labelsize=6)
+    fig.text(0.01, 0.995, label(f"Rank intervals of {table.attrs['source']}: {table.attrs['rank_interval']}"),
+             fontsize=6, va="top")
+    _margins(fig, max(map(len, names)), font, top_in=0.6, bottom_in=0.45)
     return _png(fig)
 
 
@@ -112,7 +187,7 @@ def diagram_figure(board, contexts, level: float) -> bytes | None:
     plt = _pyplot()
     n = len(board.models)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * n), 4.4))
-    draw_diagram(ax, adjacency, board.models, title=f"Ranking diagram over {len(contexts):,} contexts")
+    draw_diagram(ax, adjacency, [label(name) for name in board.models], title=f"Ranking diagram over {len(contexts):,} contexts")
     fig.text(0.5, 0.01, f"Arrow i -> j: the {level:.0%} CI of x'(theta_i - theta_j) lies above 0 for > 95% of the "
                         f"contexts ({board.result.se_method} SE). Transitive reduction; best at the top.",
              ha="center", va="bottom", fontsize=7, wrap=True)
@@ -120,10 +195,21 @@ def diagram_figure(board, contexts, level: float) -> bytes | None:
     return _png(fig)
 
 
+def battle_counts(board) -> np.ndarray:
+    """(n, n): the comparisons of every pair (symmetric)."""
+    p, n = board.pairs, len(board.models)
+    counts = np.zeros((n, n))
+    np.add.at(counts, (p.i, p.j), p.m)
+    return counts + counts.T
+
+
 def draw(board, table) -> dict:
     """{file name: PNG bytes} of the figures (module docstring)."""
     figures = {"scores.png": scores_figure(table),
-               "win_rates.png": win_rate_figure(table, board.win_rates(), board.models)}
+               "win_rates.png": win_rate_figure(table, board.win_rates(), board.models),
+               "win_probabilities.png": win_probability_figure(table),
+               "battle_counts.png": battle_count_figure(table, battle_counts(board), board.models),
+               "ranks.png": rank_figure(table)}
     if board.battles.contextual:
         contexts = board.battles.contexts
         diagram = diagram_figure(board, contexts, board.level)

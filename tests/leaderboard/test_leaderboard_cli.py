@@ -40,15 +40,16 @@ def test_the_command_writes_the_table_and_figures(tmp_path, capsys):
     code, stdout, stderr = run(capsys, path, "--out", tmp_path / "board", "--category", "category")
     assert code == 0, stderr
     written = sorted(p.name for p in (tmp_path / "board").iterdir())
-    assert written == ["arena.json", "arena.md", "diagram.png", "leaderboard.csv", "leaderboard.json",
-                       "leaderboard.md", "scores.png", "win_rates.png"]
+    assert written == ["arena.json", "arena.md", "battle_counts.png", "diagram.png", "leaderboard.csv",
+                       "leaderboard.json", "leaderboard.md", "ranks.png", "scores.png", "win_probabilities.png",
+                       "win_rates.png"]
     assert "| rank | rank interval | model |" in stdout and "judge-clustered" in stdout
     table = pd.read_csv(tmp_path / "board" / "leaderboard.csv")
     assert list(table.columns) == ["rank", "model", "score", "lower", "upper", "se", "rank_lower", "rank_upper",
                                    "rank_ub", "judgments", "wins", "ties", "win_rate", "preliminary"]
     meta = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
     assert meta["leaderboard"]["tie_rule"] == "half" and len(meta["models"]) == 4
-    for png in ("scores.png", "win_rates.png", "diagram.png"):
+    for png in ("scores.png", "win_rates.png", "diagram.png", "win_probabilities.png", "battle_counts.png", "ranks.png"):
         assert (tmp_path / "board" / png).read_bytes()[:4] == b"\x89PNG"
 
 
