@@ -198,9 +198,9 @@ def build(args, progress):
                            embed=args.embed, intercept=not args.no_intercept, dim=args.dim, aliases=args.aliases,
                            normalise_names=args.normalise_names)
     style = None
-    if args.style or args.style_columns or args.position:
+    if args.style or args.style_columns or args.position:  # every row read; each board takes its own rows
         from .style import read_style
-        style = read_style(args.files, tie_rule=args.tie_rule, columns=args.style_columns, position=args.position,
+        style = read_style(args.files, columns=args.style_columns, position=args.position,
                            style=bool(args.style or args.style_columns))
 
     def fit(part):
@@ -255,7 +255,8 @@ def build(args, progress):
 
 def _sections(args, board, table, scale, anchor, formats, files, folder, style) -> list:
     """The Markdown sections of --style/--position and --audit of one board; their files added to
-    ``files`` (under ``folder``).  ``style``: the style features (:func:`.style.read_style`)."""
+    ``files`` (under ``folder``).  ``style``: the style features of every row read (:func:`.style.
+    read_style`), taken for this board's rows by their row ids."""
     sections = []
     if style is not None:
         from .style import fit_style

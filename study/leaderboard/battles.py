@@ -73,6 +73,11 @@ class Battles:
         Problems of the names found while reading (rows comparing a model with itself; those rows
         are left out of the arrays), reported with the other name problems in one line
         (:func:`.checks.check_names`).
+    row_ids : ndarray or None
+        Each row's position among the rows of the files read (the files one after another, counted
+        before the tie rule, a self-pair, ``min_votes`` or a category left any out), so that data
+        read from the same files later (:func:`.style.read_style`) follows the same rows; None for
+        battles made by hand.
     """
 
     models: list
@@ -90,6 +95,11 @@ class Battles:
     source: str = "frame"
     notes: list = field(default_factory=list)
     problems: list = field(default_factory=list)
+    row_ids: np.ndarray | None = None
+
+    def rows_of(self, rows) -> np.ndarray | None:
+        """The row ids of ``rows`` (a mask or indices), for a :class:`Battles` of those rows."""
+        return None if self.row_ids is None else self.row_ids[rows]
 
     @property
     def n_models(self) -> int:
@@ -289,4 +299,5 @@ def merge(parts: list) -> "Battles":
         judges=np.concatenate([_recode(p.judges, p.judge_labels, judges) for p in parts]) if judges else None,
         judge_labels=judges, form="+".join(dict.fromkeys(p.form for p in parts)),
         source=" + ".join(p.source for p in parts), notes=[note for p in parts for note in p.notes],
-        problems=[problem for p in parts for problem in p.problems])
+        problems=[problem for p in parts for problem in p.problems],
+        row_ids=np.concatenate([p.row_ids for p in parts]) if all(p.row_ids is not None for p in parts) else None)

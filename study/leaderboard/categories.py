@@ -55,7 +55,7 @@ def restrict(battles: Battles, rows: np.ndarray, label: str, within: str = "") -
                    wins=battles.wins[rows], ties=battles.ties[rows], m=battles.m[rows], contexts=np.ones((1, 1)),
                    context_of_row=np.zeros(count, dtype=np.intp), context_names=["1"], judges=judges,
                    judge_labels=battles.judge_labels, form=battles.form, source=f"{battles.source}{label}",
-                   notes=notes, problems=battles.problems)
+                   notes=notes, problems=battles.problems, row_ids=battles.rows_of(rows))
 
 
 def one_category(battles: Battles, name: str) -> Battles:

@@ -62,7 +62,7 @@ def drop_below(battles: Battles, min_votes: int) -> Battles:
                    context_of_row=None if battles.context_of_row is None else battles.context_of_row[rows],
                    context_names=battles.context_names, judges=judges, judge_labels=battles.judge_labels,
                    form=battles.form, source=battles.source, notes=battles.notes + [note],
-                   problems=battles.problems)
+                   problems=battles.problems, row_ids=battles.rows_of(rows))
 
 
 def _elo(value: float) -> str:

@@ -15,8 +15,10 @@ from .names import read_aliases, rename
 __all__ = ["read_battles"]
 
 
-def _one(source, *, tie_rule, judge, category, features, vector, embed, intercept, dim, embedder, aliases,
-         normalise) -> Battles:
+def _one(source, first_row, *, tie_rule, judge, category, features, vector, embed, intercept, dim, embedder, aliases,
+         normalise):
+    """(the battles of one file, the number of rows read): its rows' ids count from ``first_row``
+    (the rows of the files before)."""
     if isinstance(source, (str, Path)):
         wanted = {"model_a", "model_b", "winner", "wins_a", "wins_b", "ties", "judge", "context", judge, category,
                   vector, embed, *(features or ())}
@@ -41,17 +43,19 @@ def _one(source, *, tie_rule, judge, category, features, vector, embed, intercep
         problems.append(f"{where(kind, int(same[0]), 'model_b')}: the same model as model_a (`{models[i[same[0]]]}`); "
                         f"a model cannot be compared with itself{more}")
         keep = (np.ones(len(i), dtype=bool) if keep is None else keep) & (i != j)
+    row_ids = first_row + np.arange(len(i), dtype=np.int64)
     if keep is not None and not keep.all():
-        i, j, wins, ties, m = i[keep], j[keep], wins[keep], ties[keep], m[keep]
+        i, j, wins, ties, m, row_ids = i[keep], j[keep], wins[keep], ties[keep], m[keep], row_ids[keep]
         judges = None if judges is None else judges[keep]
         if codes is not None:
             codes = codes[keep]
         else:
             X = X[keep]
-    return Battles(models=models, i=i.astype(np.intp), j=j.astype(np.intp), wins=wins, ties=ties, m=m, contexts=X,
-                   context_of_row=None if codes is None else codes.astype(np.intp), context_names=names,
-                   judges=judges, judge_labels=judge_labels, form=form, source=name, notes=notes,
-                   problems=problems)
+    battles = Battles(models=models, i=i.astype(np.intp), j=j.astype(np.intp), wins=wins, ties=ties, m=m, contexts=X,
+                      context_of_row=None if codes is None else codes.astype(np.intp), context_names=names,
+                      judges=judges, judge_labels=judge_labels, form=form, source=name, notes=notes,
+                      problems=problems, row_ids=row_ids)
+    return battles, table.num_rows
 
 
 def read_battles(sources, *, tie_rule: str = "half", judge="auto", category=None, features=None, context=None,
@@ -96,4 +100,9 @@ def read_battles(sources, *, tie_rule: str = "half", judge="auto", category=None
     options = dict(tie_rule=tie_rule, judge=judge, category=category, features=features, vector=context,
                    embed=embed, intercept=intercept, dim=dim, embedder=embedder, aliases=aliases,
                    normalise=bool(normalise_names))
-    return merge([_one(source, **options) for source in many])
+    parts, first_row = [], 0
+    for source in many:
+        part, count = _one(source, first_row, **options)
+        parts.append(part)
+        first_row += count
+    return merge(parts)

@@ -49,7 +49,6 @@ from scipy.special import expit, log_expit
 
 from ..core.contrasts import basis
 from ..core.sandwich import comparison_variance, precision_factor
-from .battles import decode
 from .files import LeaderboardInputError, read_table, table_of_frame, where
 
 METADATA = "conv_metadata"
@@ -66,7 +65,8 @@ RCOND = 1e-10
 
 @dataclass
 class StyleFeatures:
-    """The style features of every kept row, aligned with :func:`study.leaderboard.read_battles`.
+    """The style features of battles: of every row of the files read (:func:`read_style`), or of the
+    rows of one :class:`~study.leaderboard.battles.Battles` in its order (made by hand).
 
     Attributes
     ----------
@@ -81,6 +81,10 @@ class StyleFeatures:
     kinds : list of str
         Per feature, ``"ratio"`` ((a - b) / (a + b + 1) of two counts) or ``"difference"`` (a
         column as given).
+    every_row : bool
+        True: one row per row of the files read, before the tie rule, a self-pair, ``min_votes``
+        or a category left any out; :meth:`of` then takes a board's rows by their ``row_ids``.
+        False: the rows of the battles given, in their order.
     """
 
     raw: np.ndarray
@@ -88,6 +92,22 @@ class StyleFeatures:
     side: np.ndarray | None = None
     position: str | None = None
     kinds: list = field(default_factory=list)
+    every_row: bool = False
+
+    def of(self, battles) -> "StyleFeatures":
+        """The features of the rows of ``battles`` (:class:`~study.leaderboard.battles.Battles`), in
+        their order; :class:`LeaderboardInputError` where they cannot be lined up."""
+        if not self.every_row:
+            if len(self.raw) != battles.rows:
+                raise LeaderboardInputError(f"{battles.source}: {len(self.raw)} rows of style features for "
+                                            f"{battles.rows} battles")
+            return self
+        ids = battles.row_ids
+        if ids is None or (ids.size and ids.max() >= len(self.raw)):
+            raise LeaderboardInputError(f"{battles.source}: the style features were read from other files than "
+                                        "these battles (read both from the same files)")
+        return StyleFeatures(raw=self.raw[ids], names=self.names, side=None if self.side is None else self.side[ids],
+                             position=self.position, kinds=self.kinds)
 
 
 def parse_columns(text) -> list:
@@ -201,15 +221,17 @@ def _sides(table, column, source, kind) -> np.ndarray:
     return out
 
 
-def read_style(sources, *, tie_rule: str = "half", columns=None, position=None, style: bool = True) -> StyleFeatures:
-    """The style features (and sides) of the rows that :func:`read_battles` keeps, file by file.
+def read_style(sources, *, columns=None, position=None, style: bool = True) -> StyleFeatures:
+    """The style features (and sides) of every row of the files, file by file.
+
+    :func:`fit_style` takes those of the rows of its battles by their ``row_ids``, so the rows
+    that the tie rule, a self-pair, aliases, ``min_votes`` or a category leave out are left out
+    here too.
 
     Parameters
     ----------
     sources : path, DataFrame, Arrow table, or a list of them
         As for :func:`study.leaderboard.read_battles` (the same order).
-    tie_rule : str
-        The same tie rule (it decides which rows are kept).
     columns : str or list, optional
         ``--style-columns`` text or :func:`parse_columns` specs (default: LMArena's four).
     position : str, optional
@@ -229,17 +251,11 @@ def read_style(sources, *, tie_rule: str = "half", columns=None, position=None, 
             name = str(source)
         else:
             table, kind, name = table_of_frame(source), "frame", "frame"
-        keep = decode(table, name, kind, tie_rule=tie_rule)[6]
-        raw = features_of_table(table, name, kind, specs)
-        side = _sides(table, position, name, kind) if position is not None else None
-        if keep is not None:
-            raw = raw[keep]
-            side = None if side is None else side[keep]
-        raws.append(raw)
-        sides.append(side)
+        raws.append(features_of_table(table, name, kind, specs))
+        sides.append(_sides(table, position, name, kind) if position is not None else None)
     return StyleFeatures(raw=np.vstack(raws), names=[s[0] for s in specs],
                          side=None if position is None else np.concatenate(sides), position=position,
-                         kinds=["difference" if s[2] is None else "ratio" for s in specs])
+                         kinds=["difference" if s[2] is None else "ratio" for s in specs], every_row=True)
 
 
 @dataclass
@@ -350,13 +366,14 @@ def standardise(raw: np.ndarray, names, source: str):
 
 def fit_style(battles, features: StyleFeatures, *, se: str = "sandwich") -> StyleFit:
     """The style-controlled BTL fit of ``battles`` (module docstring) with covariance ``se``
-    (``model``, ``sandwich`` or ``cluster``); :class:`LeaderboardInputError` on bad input."""
+    (``model``, ``sandwich`` or ``cluster``); :class:`LeaderboardInputError` on bad input.  The
+    features of :func:`read_style` are taken for the rows of ``battles`` by their ``row_ids``
+    (:meth:`StyleFeatures.of`)."""
     source, n = battles.source, battles.n_models
     if battles.contextual:
         raise LeaderboardInputError(f"{source}: style control fits the plain board; drop --category, --features and "
                                     "--context (a board per category: filter the file)")
-    if len(features.raw) != battles.rows:
-        raise LeaderboardInputError(f"{source}: {len(features.raw)} rows of style features for {battles.rows} battles")
+    features = features.of(battles)
     if se not in ("model", "sandwich", "cluster"):
         raise ValueError(f"se must be model, sandwich or cluster, got {se!r}")
     columns, mean, sd = [], np.zeros(0), np.zeros(0)

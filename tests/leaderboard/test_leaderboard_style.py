@@ -121,8 +121,8 @@ def test_lmarena_normalisation_by_hand():
     features = read_style(frame)
     expected = np.array([[50 / 151, 3 / 4, 0, -1 / 4], [-20 / 41, -2 / 5, 0, -1 / 4], [0, 1 / 4, 0, -1 / 4]])
     np.testing.assert_allclose(features.raw, expected, rtol=1e-15)
-    dropped = read_style(frame, tie_rule="drop-bothbad")  # the rows read_battles keeps
-    np.testing.assert_allclose(dropped.raw, expected[[0, 2]], rtol=1e-15)
+    kept = features.of(read_battles(frame, tie_rule="drop-bothbad"))  # the rows read_battles keeps
+    np.testing.assert_allclose(kept.raw, expected[[0, 2]], rtol=1e-15)
 
 
 def test_style_control_moves_a_verbose_model_down():
