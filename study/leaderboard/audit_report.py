@@ -4,9 +4,8 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
-
 from .audit import Audit
+from .output import plain
 
 
 def _status(probe) -> str:
@@ -37,24 +36,10 @@ def markdown(audit: Audit) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plain(value):
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return None if not math.isfinite(value) else float(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def as_json(audit: Audit) -> str:
     """{"audit": {"source", "alpha", "fired", "probes": [{name, question, test, fired, statistic,
     p_value, finding, values}]}}."""
-    probes = [_plain({"name": p.name, "question": p.question, "test": p.test, "fired": p.fired,
+    probes = [plain({"name": p.name, "question": p.question, "test": p.test, "fired": p.fired,
                       "statistic": p.statistic, "p_value": p.p_value, "finding": p.finding, "values": p.values})
               for p in audit.probes]
     return json.dumps({"audit": {"source": audit.source, "alpha": audit.alpha, "fired": audit.fired,

@@ -48,6 +48,31 @@ SE_TEXT = {"model": "model-based SE (the paper's Phi_11: Bernoulli comparisons)"
            "cluster": "judge-clustered sandwich SE (each judge a unit)"}
 
 
+def on_scale(score, root, half_width: float, *, scale: str = "logit", anchor=None):
+    """(score, lower, upper, se, rank_ub) of scores with covariance ``root' root`` on ``scale``, the
+    intervals score -/+ ``half_width`` x se; ``anchor=(index, rating)`` (elo only): rating +
+    400/ln(10) (s_i - s_a), each se that of the difference from the anchor model (zero for it).
+    Rank (UB) is LMArena's, from the sum-to-zero marginal intervals (anchored or not).  The board's
+    table and the style-controlled one (:mod:`.style_report`) both use it."""
+    marginal = half_width * np.sqrt(np.einsum("pk,pk->k", root, root))
+    ub = rank_ub(score - marginal, score + marginal)
+    if anchor is not None:
+        if scale != "elo":
+            raise ValueError("an anchor is a rating on the elo scale: pass scale='elo' with anchor=(model, rating)")
+        a = anchor[0]
+        # the anchored rating is R + c (s_i - s_a): a difference of two estimates, so its error is
+        # that of s_i - s_a (zero for the anchor itself), not the sum-to-zero s_i's
+        root = root - root[:, a:a + 1]
+        score = score - score[a]
+    se = np.sqrt(np.einsum("pk,pk->k", root, root))
+    lower, upper = score - half_width * se, score + half_width * se
+    if scale == "elo":
+        offset = ELO_CENTRE if anchor is None else float(anchor[1])
+        score, lower, upper = (offset + ELO_PER_LOGIT * v for v in (score, lower, upper))
+        se = ELO_PER_LOGIT * se
+    return score, lower, upper, se, ub
+
+
 @dataclass
 class Pairs:
     """Aggregated rows (i < j where rows were summed): ``wins`` of j, ``ties``, ``m``; contexts as
@@ -181,21 +206,8 @@ class Leaderboard:
         with one_blas_thread():
             root = self.covariance_root(x)
             ranks = rank_intervals(score, root, level=self.level, draws=self.draws, seed=self.seed)
-        marginal = self.half_width() * np.sqrt(np.einsum("pk,pk->k", root, root))
-        ub = rank_ub(score - marginal, score + marginal)  # LMArena's, from the sum-to-zero marginal CIs
-        if anchor is not None:
-            a = self.models.index(anchor[0])
-            # the anchored rating is R + c (s_i - s_a): a difference of two estimates, so its error is
-            # that of s_i - s_a (zero for the anchor itself), not the sum-to-zero s_i's
-            root = root - root[:, a:a + 1]
-            score = score - score[a]
-        se = np.sqrt(np.einsum("pk,pk->k", root, root))
-        half = self.half_width() * se
-        lower, upper = score - half, score + half
-        if scale == "elo":
-            offset = ELO_CENTRE if anchor is None else float(anchor[1])
-            score, lower, upper = (offset + ELO_PER_LOGIT * v for v in (score, lower, upper))
-            se = ELO_PER_LOGIT * se
+        score, lower, upper, se, ub = on_scale(score, root, self.half_width(), scale=scale, anchor=None if anchor is None
+                                               else (self.models.index(anchor[0]), anchor[1]))
         stats = self.model_stats(x)
         order = np.argsort(-score, kind="stable")
         frame = pd.DataFrame({"rank": np.arange(1, len(order) + 1), "model": np.asarray(self.models, object)[order],

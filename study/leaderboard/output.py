@@ -64,29 +64,48 @@ def _inert(value):
     return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
 
 
-def csv_text(table: pd.DataFrame) -> str:
+def neutralised(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``table`` whose text cells starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return have a ``'`` in front, so that a spreadsheet shows them as text instead of
+    running them as formulas; every CSV the leaderboard writes goes through it."""
     table = table.copy()
     for column in table.columns:
         if table[column].dtype == object or pd.api.types.is_string_dtype(table[column].dtype):
             table[column] = table[column].map(_inert)
+    return table
+
+
+def csv_text(table: pd.DataFrame) -> str:
+    table = neutralised(table)
     anchor = table.attrs.get("anchor")
     if anchor:  # the ratings mean nothing without it: on every row
         table = table.assign(anchor=f"{anchor['model']}={anchor['rating']:g}")
     return table.to_csv(index=False)
 
 
-def _plain(value):
-    if isinstance(value, (np.integer,)):
+def plain(value):
+    """``value`` with numpy scalars as Python ones and non-finite numbers as None (JSON's null),
+    inside dicts, lists and tuples too: what every JSON file of the leaderboard writes."""
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, (np.floating, float)):
         return None if not math.isfinite(value) else float(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
     return value
 
 
+def records(table: pd.DataFrame) -> list:
+    """The rows of ``table`` as JSON-ready dicts (:func:`plain`)."""
+    return [plain(row) for row in table.to_dict(orient="records")]
+
+
 def json_text(table: pd.DataFrame) -> str:
-    records = [{key: _plain(value) for key, value in row.items()} for row in table.to_dict(orient="records")]
-    return json.dumps({"leaderboard": {key: _plain(value) for key, value in table.attrs.items()},
-                       "models": records}, indent=1) + "\n"
+    return json.dumps({"leaderboard": plain(dict(table.attrs)), "models": records(table)}, indent=1) + "\n"
 
 
 def render(table: pd.DataFrame, formats=FORMATS) -> dict:

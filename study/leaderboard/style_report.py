@@ -6,19 +6,20 @@ coefficients (style features, position) with their intervals, as tables, Markdow
 Ranks: ``rank_style`` is the position by the style-controlled score (as the raw ``rank`` is by the
 raw score; ``change`` = raw rank - style rank, positive when style control moves a model up);
 ``rank_style_ub`` is LMArena's convention, 1 + the number of models whose lower bound lies above
-this model's upper bound (marginal CIs: no joint guarantee); ``rank_lower``/``rank_upper`` the
+this model's upper bound (the sum-to-zero marginal CIs, also under an anchor, as the board's
+``rank_ub``: :func:`.board.on_scale`; no joint guarantee); ``rank_lower``/``rank_upper`` the
 simultaneous rank interval.
 """
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from .board import ELO_CENTRE, ELO_PER_LOGIT
+from .board import ELO_PER_LOGIT, on_scale
+from .output import neutralised, plain, records
 from .ranks import rank_intervals
 from .style import StyleFit
 
@@ -32,30 +33,20 @@ def style_table(board, fit: StyleFit, raw_table: pd.DataFrame, *, scale: str = "
     """The style-controlled board, best first (module docstring); ``raw_table`` the board's table."""
     models = board.models
     z = float(norm.ppf(0.5 + board.level / 2.0))
-    score, root = fit.theta.copy(), fit.root
-    ranks = rank_intervals(score, root, level=board.level, draws=board.draws, seed=board.seed)
-    se = np.sqrt(np.einsum("pk,pk->k", root, root))
-    offset, factor = 0.0, 1.0
-    if scale == "elo":
-        offset, factor = ELO_CENTRE, ELO_PER_LOGIT
-        if anchor is not None:
-            model, rating = anchor
-            if model not in models:
-                raise ValueError(f"anchor model {model!r} is not on the leaderboard")
-            k = models.index(model)
-            offset = float(rating) - ELO_PER_LOGIT * score[k]
-            diff = root - root[:, [k]]  # an anchored rating's error is that of its difference from the anchor
-            se = np.sqrt(np.einsum("pk,pk->k", diff, diff))
-    lower, upper = score - z * se, score + z * se
+    ranks = rank_intervals(fit.theta, fit.root, level=board.level, draws=board.draws, seed=board.seed)
+    if anchor is not None and anchor[0] not in models:
+        raise ValueError(f"anchor model {anchor[0]!r} is not on the leaderboard")
+    # the board's scale, anchor and Rank (UB) conventions (board.on_scale)
+    score, lower, upper, se, ub = on_scale(fit.theta, fit.root, z, scale=scale, anchor=None if anchor is None
+                                           else (models.index(anchor[0]), anchor[1]))
     order = np.argsort(-score, kind="stable")
     rank_style = np.empty(len(models), dtype=np.int64)
     rank_style[order] = np.arange(1, len(models) + 1)
-    ub = 1 + (lower[None, :] > upper[:, None]).sum(axis=1)
     raw = raw_table.set_index("model")
     frame = pd.DataFrame({
         "rank_style": rank_style, "rank_style_ub": ub, "model": models,
-        "score": offset + factor * score, "lower": offset + factor * lower, "upper": offset + factor * upper,
-        "se": factor * se, "rank_lower": ranks.lower, "rank_upper": ranks.upper,
+        "score": score, "lower": lower, "upper": upper,
+        "se": se, "rank_lower": ranks.lower, "rank_upper": ranks.upper,
         "rank_raw": raw.loc[models, "rank"].to_numpy(), "score_raw": raw.loc[models, "score"].to_numpy()})
     frame["change"] = frame["rank_raw"] - frame["rank_style"]
     frame = frame.iloc[order].reset_index(drop=True)
@@ -120,31 +111,14 @@ def markdown(table: pd.DataFrame, coefficients: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
 def csv_text(table: pd.DataFrame) -> str:
-    """The style table as CSV; a text cell that a spreadsheet would read as a formula (starting with
-    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is prefixed with ``'`` (OWASP's advice)."""
-    frame = table.copy()
-    for column in frame.columns:
-        if frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column]):
-            frame[column] = [f"'{v}" if isinstance(v, str) and v.startswith(FORMULA_START) else v
-                             for v in frame[column]]
-    return frame.to_csv(index=False)
-
-
-def _plain(value):
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return None if not math.isfinite(value) else float(value)
-    return value
+    """The style table as CSV; a text cell that a spreadsheet would read as a formula is made inert
+    (:func:`.output.neutralised`, as in every CSV the leaderboard writes)."""
+    return neutralised(table).to_csv(index=False)
 
 
 def as_json(table: pd.DataFrame, coefficients: pd.DataFrame) -> str:
     """The section as JSON: {"style_control": {what it is, "coefficients": [...], "models": [...]}}."""
-    records = lambda frame: [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
-    section = {k: _plain(v) for k, v in table.attrs.items()}
+    section = plain(dict(table.attrs))
     section.update(coefficients=records(coefficients), models=records(table))
     return json.dumps({"style_control": section}, indent=1) + "\n"

@@ -309,3 +309,25 @@ def test_style_csv_neutralises_formulas(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     text = (tmp_path / "b" / "style.csv").read_text()
     assert "'=1+1" in text and "\n=1+1" not in text and ",=1+1" not in text
+
+
+def test_the_anchored_style_board_follows_the_boards_conventions():
+    # the anchor model's rating is the anchor with zero width; the others' SEs are those of the
+    # difference from it; Rank (UB) comes from the sum-to-zero marginal CIs, anchored or not
+    from study.leaderboard.style_report import style_table
+    frame = style_log(rows=2000, seed=21)
+    board = leaderboard(frame)
+    fit = fit_style(board.battles, read_style(frame), se="sandwich")
+    plain = style_table(board, fit, board.table(scale="elo"), scale="elo").set_index("model")
+    anchored = style_table(board, fit, board.table(scale="elo", anchor=("m03", 1200)), scale="elo",
+                           anchor=("m03", 1200)).set_index("model")
+    assert anchored.loc["m03", "score"] == 1200 and anchored.loc["m03", "se"] == 0
+    k = board.models.index("m03")
+    diff = fit.root - fit.root[:, [k]]
+    se = 400 / np.log(10) * np.sqrt((diff ** 2).sum(axis=0))
+    np.testing.assert_allclose(anchored.loc[board.models, "se"], se, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(anchored.loc[board.models, "score"] - plain.loc[board.models, "score"],
+                               1200 - plain.loc["m03", "score"], rtol=1e-12)
+    assert (anchored.rank_style_ub == plain.loc[anchored.index, "rank_style_ub"]).all()
+    with pytest.raises(ValueError, match="elo scale"):
+        style_table(board, fit, board.table(), anchor=("m03", 1200))
