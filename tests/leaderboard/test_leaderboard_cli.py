@@ -53,6 +53,20 @@ def test_the_command_writes_the_table_and_figures(tmp_path, capsys):
         assert (tmp_path / "board" / png).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_by_writes_the_figures_of_every_board_in_its_folder(tmp_path, capsys):
+    path = write(battles(rows=600, seed=1), tmp_path / "votes.parquet")
+    out = tmp_path / "by"
+    code, stdout, stderr = run(capsys, path, "--out", out, "--by", "category")
+    assert code == 0, stderr
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    board = ["arena.md", "battle_counts.png", "leaderboard.csv", "leaderboard.json", "leaderboard.md", "ranks.png",
+             "scores.png", "win_probabilities.png", "win_rates.png"]  # plain boards: no diagram.png
+    assert written == sorted(["arena.json", "overview.md", *board, *(f"{c}/{name}" for c in ("code", "math")
+                                                                     for name in board)])
+    for png in (name for name in written if name.endswith(".png")):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+
+
 def test_options_scale_anchor_context_and_formats(tmp_path, capsys):
     path = write(battles(rows=600, seed=2), tmp_path / "votes.jsonl")
     code, stdout, stderr = run(capsys, path, "--out", tmp_path / "b", "--scale", "elo", "--anchor", "delta=1100",
