@@ -151,11 +151,18 @@ def timing(rows: int, models: int, judges: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "votes.parquet"
         frame = lmarena_log(rows, models, judges)
+        # for the style options combined with the board's row selections: three categories and a
+        # model with 200 votes (under --min-votes 1000)
+        frame["category"] = np.random.default_rng(1).choice(["coding", "math", "writing"], len(frame))
+        frame.loc[:199, "model_b"] = "model-rare"
         frame.to_parquet(path)
-        print(f"{rows:,} votes, {models} models, {frame.judge.nunique():,} judges; load average "
+        names = len(set(frame.model_a) | set(frame.model_b))
+        print(f"{rows:,} votes, {names} models, {frame.judge.nunique():,} judges; load average "
               f"{os.getloadavg()[0]:.1f}")
         for label, extra in (("plain", []), ("--style --position", ["--style", "--position"]),
-                             ("--audit", ["--audit"])):
+                             ("--audit", ["--audit"]), ("--style --min-votes 1000", ["--style", "--min-votes", "1000"]),
+                             ("--style --at coding", ["--style", "--category", "category", "--at", "coding"]),
+                             ("--style --audit --by", ["--style", "--audit", "--by", "category"])):
             command = [sys.executable, "-m", "study.leaderboard", str(path), "--out", str(Path(folder) / "out"),
                        "--no-figures", "--quiet", *extra]
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -164,7 +171,7 @@ def timing(rows: int, models: int, judges: int) -> None:
             wall = time.perf_counter() - start
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-            print(f"  {label:22s} wall {wall:5.2f} s, CPU {cpu:5.2f} s")
+            print(f"  {label:26s} wall {wall:5.2f} s, CPU {cpu:5.2f} s")
 
 
 def main(argv=None) -> None:
