@@ -157,9 +157,10 @@ def _options(args):
     return formats, scale, anchor
 
 
-def board_files(board, at, args, formats, scale, anchor, progress, folder="", style=None):
+def board_files(board, at, args, formats, scale, anchor, progress, folder="", style=None, figures=None):
     """(the project's Markdown with the --style/--audit sections, the arena Markdown, the elo table,
-    {file name: bytes}) of one board."""
+    {file name: bytes}) of one board; its figures drawn, or with a list ``figures`` (board, table,
+    folder) appended to it, to be drawn with the other boards' (:func:`.figures.draw_many`)."""
     from .figures import draw
 
     table = board.table(at, scale=scale, anchor=anchor)
@@ -177,7 +178,11 @@ def board_files(board, at, args, formats, scale, anchor, progress, folder="", st
     arena_text = arena_markdown(arena, args.preliminary_below)
     if "arena" in formats:
         files[folder + "arena.md"] = arena_text.encode("utf-8")
-    if not args.no_figures:
+    if args.no_figures:
+        pass
+    elif figures is not None:
+        figures.append((board, table, folder))
+    else:
         progress("figures")
         files.update({folder + name: data for name, data in draw(board, table).items()})
     return text, arena_text, arena, files
@@ -219,13 +224,14 @@ def build(args, progress):
             raise LeaderboardInputError(f"no category could be ranked; the whole log: {full}")
         progress("table")
         folders = folder_names(per)
-        files, tables, elo = {}, {}, {}
+        files, tables, elo, figures = {}, {}, {}, []
         for label, board in [(None, full), *per.items()]:  # None: the whole log
             if isinstance(board, str):
                 continue
             try:
                 _, _, elo[label], written = board_files(board, None, args, formats, scale, anchor, progress,
-                                                        "" if label is None else folders[label] + "/", style)
+                                                        "" if label is None else folders[label] + "/", style,
+                                                        figures)
             except ValueError as exc:  # an anchor model absent from this category (or the whole log), or
                 # its --style fit impossible there: that board refused, the others still written
                 if label is None:
@@ -235,6 +241,10 @@ def build(args, progress):
                 continue
             tables[label] = elo[label]
             files.update(written)
+        if figures:
+            from .figures import draw_many
+            progress("figures")
+            files.update(draw_many(figures))
         text = overview(battles.source, args.by, full, per, tables, folders)
         files["overview.md"] = text.encode("utf-8")
         if "catalog" in formats:

@@ -21,7 +21,10 @@ name such as ``$\\foo$`` is shown as written and cannot reach matplotlib's matht
 from __future__ import annotations
 
 import io
+import multiprocessing
+import os
 import textwrap
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -201,6 +204,32 @@ def battle_counts(board) -> np.ndarray:
     counts = np.zeros((n, n))
     np.add.at(counts, (p.i, p.j), p.m)
     return counts + counts.T
+
+
+def draw_many(jobs) -> dict:
+    """{folder + file name: PNG bytes} of several boards' figures (``jobs``: (board, table, folder)
+    triples), drawn in two forked processes where there are two boards and two cores: one board's
+    figures do not depend on another's, and matplotlib draws on one core (``--by``'s boards)."""
+    global _JOBS
+    workers = min(len(jobs), os.cpu_count() or 1, 2)
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        drawn = [draw(board, table) for board, table, _ in jobs]
+    else:
+        _JOBS = jobs  # inherited by the forked workers: the boards are not pickled
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                drawn = list(pool.map(_draw_job, range(len(jobs))))
+        finally:
+            _JOBS = None
+    return {folder + name: data for (_, _, folder), figures in zip(jobs, drawn) for name, data in figures.items()}
+
+
+_JOBS = None
+
+
+def _draw_job(k: int) -> dict:
+    board, table, _ = _JOBS[k]
+    return draw(board, table)
 
 
 def draw(board, table) -> dict:
