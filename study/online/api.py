@@ -14,10 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from ..core import _validate as check
 from .client import API_VERSION as VERSION, PREFIX  # noqa: F401 (the version and prefix of these models)
 
+MAX_INT = 2**63 - 1  # SQLite's integers: a larger ticket or count is a 422, not an overflow inside the store
 Real = Annotated[float, Field(allow_inf_nan=False)]
 Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-check.MAX_ABS_CONTEXT, le=check.MAX_ABS_CONTEXT)]
-Count = Annotated[StrictInt, Field(ge=0)]
-TicketId = Annotated[StrictInt, Field(ge=1, description="the ticket's id: its ask index t, 1-based")]
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
+TicketId = Annotated[StrictInt, Field(ge=1, le=MAX_INT, description="the ticket's id: its ask index t, 1-based")]
 StoreId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", description="the store that handed the ticket out")]
 
 
@@ -38,7 +39,7 @@ class Outcome(Strict):
 
     ticket: TicketId
     wins: Count
-    m: Optional[Annotated[StrictInt, Field(ge=1)]] = None
+    m: Optional[Annotated[StrictInt, Field(ge=1, le=MAX_INT)]] = None
     ties: Count = 0
     store_id: Optional[StoreId] = None
     major: Optional[Count] = None

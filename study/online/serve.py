@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 
 from .client import TOKEN_ENV
+from .hardening import (HEADER_TIMEOUT, WILDCARDS, allowed_hosts, check_token, http_protocol, lock_store, note_holder,
+                        reachable)
 from .ranker import Ranker
 from .server import MAX_BODY, create_app, is_loopback
 from .service import Service
@@ -39,7 +41,7 @@ def server_token(store, environ=os.environ) -> tuple:
     """(token, where it is): ``STUDY_ONLINE_TOKEN``, or the token file beside the store (written,
     0600, at the first start).  ValueError for a token file others can read, or an empty one."""
     if environ.get(TOKEN_ENV, "").strip():
-        return environ[TOKEN_ENV].strip(), f"the environment variable {TOKEN_ENV}"
+        return check_token(environ[TOKEN_ENV], TOKEN_ENV), f"the environment variable {TOKEN_ENV}"
     path = token_file(store)
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -68,6 +70,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-body", type=int, default=MAX_BODY,
                         help=f"largest request body in bytes, refused with 413 beyond (default {MAX_BODY:,})")
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME", dest="allow_host",
+                        help="also answer requests whose Host header is NAME (a reverse proxy's name; repeat it; '*': "
+                             "any). By default: loopback names, the --host address and, on 0.0.0.0, this machine's "
+                             "names and addresses")
+    parser.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT, dest="header_timeout",
+                        help=f"seconds a connection has to send a request's headers, and a body between its pieces "
+                             f"(default {HEADER_TIMEOUT:g}); slower ones are closed (408 for a body)")
     new = parser.add_argument_group("creating a store (for an existing one, values given must equal the stored ones)")
     new.add_argument("--settings", type=Path, help="a JSON object of the Ranker's creation arguments "
                                                    "(n_items, dim, items, policy, T, T0, M, seed, edges, ...)")
@@ -128,11 +137,28 @@ def stopped(number, frame):
 
 
 def serve(args) -> int:
-    import uvicorn
-
     if not 1 <= args.max_body:
         print(f"error: --max-body must be at least 1, got {args.max_body}", file=sys.stderr)
         return 2
+    if not 0 < args.header_timeout < 3600:
+        print(f"error: --header-timeout must lie in (0, 3600) seconds, got {args.header_timeout}", file=sys.stderr)
+        return 2
+    try:
+        if os.environ.get(TOKEN_ENV, "").strip():  # a bad token refused before the store is touched
+            check_token(os.environ[TOKEN_ENV], TOKEN_ENV)
+        lock = lock_store(args.file)  # before the store is opened: a second server changes nothing
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return served(args, lock)
+    finally:
+        lock.close()  # released (the kernel would release it too, however this process ends)
+
+
+def served(args, lock) -> int:
+    import uvicorn
+
     try:
         given = creation_arguments(args)
         if not args.file.exists() and not given:
@@ -151,17 +177,25 @@ def serve(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     reads_need_token = reads_need_the_token(args.host, args.open_reads)
-    app = create_app(service, token=token, reads_need_token=reads_need_token, max_body=args.max_body)
+    app = create_app(service, token=token, reads_need_token=reads_need_token, max_body=args.max_body,
+                     allowed_hosts=allowed_hosts(args.host, args.allow_host), body_timeout=args.header_timeout)
     ranker = service.ranker
     host, port = sock.getsockname()[:2]
-    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    local = ("::1" if ":" in host else "127.0.0.1") if host in WILDCARDS else host  # 0.0.0.0 is no address to open
+    url = f"http://{f'[{local}]' if ':' in local else local}:{port}/"
+    note_holder(lock, f"pid {os.getpid()}, {url}")
     c = ranker.config
     told = service.n_told
     print(f"serving {args.file} ({c.n_items} items, d = {c.dim}, policy {c.policy}, {told} told) at {url}\n"
           f"  the page: {url}   the API: {url}api/v1/ (schema: {url}api/v1/openapi.json)\n"
           f"  token: {where} (ask, tell and expire need it; reads "
           f"{'need it too' if reads_need_token else 'do not'})", flush=True)
+    others = reachable(host, port)
+    if others:
+        print(f"  from other machines: {'   '.join(others)}" + (f" (listening on every interface, {host})"
+                                                             if host in WILDCARDS else ""), flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on",
+                            http=http_protocol(args.header_timeout, keep_alive=30.0),
                             timeout_keep_alive=30)  # the lifespan's end closes the store
     for number in (signal.SIGINT, signal.SIGTERM):  # uvicorn shuts down gracefully, then raises the signal
         signal.signal(number, stopped)            # again with these handlers back: exit 0, the store closed

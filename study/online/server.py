@@ -62,6 +62,7 @@ from ..core import _validate as check
 from ..core.confseq import check_tightest_at
 from . import api, report
 from .config import bounded_array
+from .hardening import HEADER_TIMEOUT, LOOPBACK_NAMES, HostGate, SlowBody
 from .service import MAX_PAGE, Service, draw
 from .store import StoreError, StoreFileError
 from .tickets import Ticket, TicketError
@@ -120,7 +121,7 @@ class TokenGate:
     assets never (their data come from the API)."""
 
     WRITES = frozenset(f"{P}/{name}" for name in ("ask", "tell", "tell_many", "expire"))
-    OPEN = frozenset((f"{P}/health", f"{P}/openapi.json"))
+    OPEN = frozenset((f"{P}/health", f"{P}/openapi.json", P, f"{P}/"))
 
     def __init__(self, app, token: str, reads_need_token: bool):
         self.app, self.expected, self.reads_need_token = app, f"bearer {token}".encode(), reads_need_token
@@ -182,12 +183,14 @@ def ticket_json(ticket: Ticket) -> dict:
             "major_name": ticket.major_name, "other_name": ticket.other_name, "store_id": ticket.store_id}
 
 
-def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_body: int = MAX_BODY) -> FastAPI:
+def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_body: int = MAX_BODY,
+               allowed_hosts=LOOPBACK_NAMES, body_timeout: float = HEADER_TIMEOUT) -> FastAPI:
     """The app serving the writable :class:`~study.online.Ranker` that ``open_ranker()`` opens (or
     creates), in a thread of its own, when the app starts (closed when it stops); or a
     :class:`~study.online.service.Service` already opened (``serve`` opens it first, to refuse a
     bad store before serving).  ``token``: what ask, tell, tell_many and expire need (and reads,
-    with ``reads_need_token``)."""
+    with ``reads_need_token``).  ``allowed_hosts``: the ``Host`` names it answers to (``"*"``: any;
+    :mod:`study.online.hardening`); ``body_timeout``: seconds a body may stop coming (then 408)."""
     if not token:
         raise ValueError("a server needs a token")
     service = open_ranker if isinstance(open_ranker, Service) else Service(open_ranker)
@@ -202,8 +205,10 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     app = FastAPI(title="study.online ranker", version=__version__, openapi_url=f"{P}/openapi.json", docs_url=None,
                   redoc_url=None, description=__doc__.split("\n\n")[0], lifespan=lifespan)
+    app.add_middleware(SlowBody, seconds=body_timeout)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(TokenGate, token=token, reads_need_token=reads_need_token)
+    app.add_middleware(HostGate, allowed=allowed_hosts)  # the last added runs first: a foreign Host learns nothing
     app.state.service = service
     call = service.call  # every use of the ranker, in its thread
 
@@ -364,6 +369,16 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
         return await call(work)
 
     # --- reads ----------------------------------------------------------------------------------
+    @app.get(P, include_in_schema=False)
+    @app.get(f"{P}/", summary="this index: the routes, the schema, the docs (no token)")
+    async def index():
+        routes = [{"method": method, "path": route.path, "summary": route.summary or ""}
+                  for route in app.routes if getattr(route, "include_in_schema", False)
+                  and route.path.startswith(f"{P}/") and route.path != f"{P}/"
+                  for method in sorted(getattr(route, "methods", ()) or ())]
+        return {"api": api.VERSION, "version": __version__, "schema": f"{P}/openapi.json", "page": "/",
+                "docs": "docs/service.md of the study package", "routes": routes}
+
     @app.get(f"{P}/health", response_model=api.Health, summary="liveness (no token)")
     async def health():
         return {"status": "ok", "version": __version__, "api": api.VERSION}
@@ -425,7 +440,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     @app.get(f"{P}/decision", response_model=api.DecisionModel, responses=REFUSALS,
              summary="the stopping rule's verdict (names, margin, in words)")
-    async def decision(level: float = Query(0.95, gt=0.0, lt=1.0), top: int = Query(1, ge=1), se: SE = "model",
+    async def decision(level: float = Query(0.95, gt=0.0, lt=1.0), top: int = Query(1, ge=1, le=api.MAX_INT), se: SE = "model",
                        anytime: bool = True, tightest_at: Optional[float] = None,
                        x: Optional[list[float]] = Query(None)):
         at, tight = context(x, ("query", "x")), tightest(tightest_at)
@@ -447,7 +462,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     @app.get(f"{P}/told", response_model=api.ToldPage, responses=REFUSALS,
              summary="the told rows with seq > after, in order (paged)")
-    async def told(after: int = Query(0, ge=0), limit: int = Query(1000, ge=1, le=MAX_PAGE)):
+    async def told(after: int = Query(0, ge=0, le=api.MAX_INT), limit: int = Query(1000, ge=1, le=MAX_PAGE)):
         return await call(service.told, after, limit)
 
     @app.get(f"{P}/timeline", response_model=api.Timeline, responses=REFUSALS)

@@ -45,7 +45,7 @@ def store(tmp_path):
 def served(store, **options):
     from fastapi.testclient import TestClient
 
-    with TestClient(create_app(lambda: Ranker(store), token=TOKEN, **options)) as client:
+    with TestClient(create_app(lambda: Ranker(store), token=TOKEN, **options), base_url="http://127.0.0.1") as client:
         yield client
 
 
@@ -129,7 +129,7 @@ def test_the_schema_names_every_route_and_the_token(store):
     paths = {p.removeprefix(API) for p in schema["paths"]}
     assert paths == {"/ask", "/tell", "/tell_many", "/expire", "/pending", "/state", "/config", "/estimate",
                      "/ranking", "/intervals", "/decision", "/told", "/timeline", "/diagram.svg", "/diagram",
-                     "/health"}
+                     "/health", "/"}
     tell = schema["paths"][f"{API}/tell"]["post"]
     assert tell["security"] == [{"HTTPBearer": []}] and {"401", "403", "404", "409", "413", "422"} <= set(tell["responses"])
     assert "security" not in schema["paths"][f"{API}/health"]["get"]

@@ -142,3 +142,98 @@ def test_off_loopback_the_page_reads_with_the_token_from_its_address(tmp_path):
             assert "need its token" in stranger.text_content("#status")
         finally:
             browser.close()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+
+
+def watch(page) -> list:
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
+
+
+SHOWN = "document.querySelector('#leaderboard').dataset.shown"
+NOTE = "document.querySelector('#table-note').textContent"
+
+
+def test_a_selector_changed_while_a_poll_is_under_way_is_shown(tmp_path):
+    """The page's first poll is held at its ranking request (the table is being fetched for
+    confidence sequences) while the reader picks fixed-time CIs: once the poll ends the table must
+    show CIs, as the selector says (before: it showed the CSs until the next judgment)."""
+    sync_playwright = playwright_or_skip()
+    make_store(tmp_path / "board.sqlite")
+    with Serve(tmp_path / "board.sqlite") as server, sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page()
+            errors, held, released = watch(page), [], []
+
+            def hold(route):  # held until released, then let through
+                route.continue_() if released else held.append(route)
+
+            page.route("**/api/v1/ranking*", hold)
+            page.goto(server.url + "/")
+            for _ in range(600):  # the poll's ranking request, held (a bounded wait for it, not a sleep)
+                if held:
+                    break
+                page.wait_for_timeout(50)
+            assert held and "anytime=true" in held[0].request.url
+            page.select_option("#anytime", "false")
+            released.append(True)
+            for route in held:
+                route.continue_()
+            page.wait_for_function(f"{NOTE}.includes('CIs (fixed-time')", timeout=60_000)
+            assert page.evaluate(f"JSON.parse({SHOWN}).anytime") == "false"
+            page.select_option("#se", "sandwich")  # and a change with no poll under way
+            page.wait_for_function(f"{NOTE}.includes('sandwich SE')", timeout=60_000)
+            assert "CIs (fixed-time" in page.evaluate(NOTE) and not errors, errors
+        finally:
+            browser.close()
+
+
+def test_at_390_px_the_page_does_not_scroll_sideways(tmp_path):
+    sync_playwright = playwright_or_skip()
+    make_store(tmp_path / "board.sqlite")
+    with Serve(tmp_path / "board.sqlite") as server, sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            errors = watch(page)
+            page.goto(server.url + "/")
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4 && "
+                                   "document.querySelector('#diagram img') !== null && "
+                                   "document.querySelectorAll('#recent tbody tr').length > 0", timeout=60_000)
+            width = page.evaluate("Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
+            page.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
+            assert width <= 390, width
+            assert not errors, errors
+        finally:
+            browser.close()
+
+
+def test_a_wrong_token_is_said_and_the_locked_page_says_it_is_locked(tmp_path):
+    sync_playwright = playwright_or_skip()
+    from service_support import threaded_server
+
+    make_store(tmp_path / "board.sqlite")
+    with threaded_server(lambda: Ranker(tmp_path / "board.sqlite"), reads_need_token=True) as url, \
+            sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page()
+            page.goto(url + "/")
+            page.wait_for_function("document.querySelector('#status input') !== null", timeout=60_000)
+            assert "locked" in page.text_content("#decision") and "no judgments" not in page.text_content("#decision")
+            page.fill("#status input", "not-the-token-at-all")
+            page.click("#status button")
+            page.wait_for_function("document.querySelector('#status').textContent.includes('wrong token') && "
+                                   "document.querySelector('#status input') !== null", timeout=60_000)
+            page.fill("#status input", TOKEN)
+            page.press("#status input", "Enter")
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4", timeout=60_000)
+            assert page_state(page)["told"] == "30" and "locked" not in page.text_content("#decision")
+        finally:
+            browser.close()

@@ -13,18 +13,23 @@
     history.replaceState(null, "", location.pathname + location.search);
   }
   let token = sessionStorage.getItem("study-online-token");
-  const page = {config: null, seen: null, force: false, lastSeq: 0, points: [], recent: [], busy: false,
+  const page = {config: null, seen: null, force: false, lastSeq: 0, points: [], recent: [], busy: false, again: false,
                 diagramAt: 0, diagramFor: null, diagramWanted: null, diagramUrl: null, needToken: false};
   const $ = (id) => document.getElementById(id);
   window.studyPageLoadedAt = Date.now();  // the browser test checks that the page never reloads
 
-  class TokenNeeded extends Error {}
+  class TokenNeeded extends Error {
+    constructor(status) {
+      super(status === 403 ? "wrong token" : "token needed");
+      this.status = status;
+    }
+  }
 
   async function get(path, params) {
     const url = new URL(API + path, location.href);
     for (const [k, v] of Object.entries(params || {})) url.searchParams.set(k, v);
     const response = await fetch(url, {headers: token ? {Authorization: "Bearer " + token} : {}, cache: "no-store"});
-    if (response.status === 401 || response.status === 403) throw new TokenNeeded();
+    if (response.status === 401 || response.status === 403) throw new TokenNeeded(response.status);
     if (!response.ok) throw new Error(`${path}: ${response.status}`);
     return response;
   }
@@ -59,19 +64,31 @@
     status.classList.toggle("bad", Boolean(bad));
   }
 
-  function askForToken() {
+  function askForToken(status403) {
     if (page.needToken) return;
     page.needToken = true;
     const status = $("status");
-    status.textContent = "this server's reads need its token: ";
+    const wrong = status403 && Boolean(token);
+    if (wrong) sessionStorage.removeItem("study-online-token");  // a refused token is not kept
+    status.textContent = wrong ? "wrong token: the server refused it; check it and try again: "
+                               : "this server's reads need its token: ";
+    status.classList.toggle("bad", wrong);
+    status.dataset.token = wrong ? "wrong" : "needed";
+    const decision = $("decision");
+    decision.textContent = "locked: enter the server's token (above) to see the leaderboard";
+    decision.className = "decision locked";
+    delete decision.dataset.decided;
     const input = document.createElement("input");
     input.type = "password";
     input.placeholder = "token";
     const button = document.createElement("button");
     button.textContent = "use";
     button.type = "button";
+    input.addEventListener("keydown", (event) => { if (event.key === "Enter") button.click(); });
     button.onclick = () => {
       token = input.value.trim();
+      delete status.dataset.token;
+      status.textContent = "checking the token…";
       sessionStorage.setItem("study-online-token", token);
       page.needToken = false;
       page.force = true;
@@ -124,7 +141,7 @@
     return svg;
   }
 
-  function renderTable(ranking) {
+  function renderTable(ranking, params) {
     const items = new Map(ranking.items.map((s) => [s.item, s]));
     const bounds = ranking.rows.filter((r) => r.lower !== null);
     const low = Math.min(...bounds.map((r) => r.lower)), high = Math.max(...bounds.map((r) => r.upper));
@@ -147,6 +164,7 @@
     const kind = ranking.anytime ? `${level}% confidence sequences (anytime-valid: valid however often you look)`
                                  : `${level}% CIs (fixed-time: valid at one look fixed in advance)`;
     const se = ranking.se_method === "model" ? "model-based SE (the paper's Φ11)" : "sandwich SE (robust to ties)";
+    $("leaderboard").dataset.shown = JSON.stringify(params);  // what the table shows (the browser test reads it)
     $("table-note").textContent = ranking.score === "debiased"
       ? `score: x′θᵈᵢ, the debiased estimate at the mean told context (the interval's centre and the order); ` +
         `interval: ${kind}, ${se}. judgments: comparisons told that involve the item; win rate: the share it ` +
@@ -249,12 +267,12 @@
     if (page.points.length > MAX_POINTS) page.points = page.points.filter((_, k) => k % 2 === 0 || k === page.points.length - 1);
   }
 
-  async function refreshDiagram(state) {
+  async function refreshDiagram(state, forced) {
     const params = controls();
     const key = `${state.n_told}/${params.level}/${params.se}`;
     page.diagramWanted = key;
     if (state.n_told === 0 || page.config.n_items > 40 || key === page.diagramFor) return;
-    if (Date.now() - page.diagramAt < DIAGRAM_MS && page.diagramFor !== null && !page.force) return;
+    if (Date.now() - page.diagramAt < DIAGRAM_MS && page.diagramFor !== null && !forced) return;
     page.diagramAt = Date.now();
     const blob = await (await get("diagram.svg", {level: params.level, se: params.se})).blob();
     const img = document.createElement("img");
@@ -266,21 +284,27 @@
     page.diagramFor = key;
   }
 
-  async function update(state) {
-    const params = controls();
+  async function update(state, params) {
     const now = Date.now() / 1000;
     renderCounts(state);
     const [pending] = await Promise.all([json("pending"), newRows(state.n_told)]);
     renderPending(pending, now);
     renderRecent(now);
     renderTimeline();
-    if (state.n_asked > 0) renderTable(await json("ranking", params));
+    if (state.n_asked > 0) renderTable(await json("ranking", params), params);
     renderDecision(await json("decision", params));
   }
 
   async function tick() {
-    if (page.busy || page.needToken) return;
+    if (page.needToken) return;
+    if (page.busy) {  // a change (a selector) while a poll is under way: look again as soon as it ends
+      page.again = true;
+      return;
+    }
     page.busy = true;
+    page.again = false;
+    const forced = page.force;
+    page.force = false;
     try {
       if (!page.config) {
         page.config = await json("config");
@@ -291,20 +315,23 @@
         Object.assign(page, {config: null, seen: null, lastSeq: 0, points: [], recent: [], diagramFor: null});
         return;
       }
-      const key = [state.n_told, state.n_asked, state.counts.open, state.counts.expired].join("/");
-      if (key !== page.seen || page.force) {
-        await update(state);
+      // the key holds the selectors as read now: a table fetched for other selectors is never kept
+      const params = controls();
+      const key = [state.n_told, state.n_asked, state.counts.open, state.counts.expired,
+                   params.level, params.anytime, params.se].join("/");
+      if (key !== page.seen || forced) {
+        await update(state, params);
         page.seen = key;
       }
-      await refreshDiagram(state);
-      page.force = false;
+      await refreshDiagram(state, forced);
       setStatus(`live · ${state.n_told.toLocaleString("en")} told`);
       $("updated").textContent = "checked " + new Date().toLocaleTimeString("en-GB");
     } catch (error) {
-      if (error instanceof TokenNeeded) askForToken();
+      if (error instanceof TokenNeeded) askForToken(error.status === 403);
       else setStatus("the server is not answering; retrying every second", true);
     } finally {
       page.busy = false;
+      if (page.again) setTimeout(tick, 0);
     }
   }
 
