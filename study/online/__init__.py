@@ -23,15 +23,27 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 
 See docs/online.md.
 """
-from .audit import verify_store
-from .client import Client
-from .config import Config
-from .export import export_told, told_rows
-from .prior import ranker_from_judgments
-from .ranker import Ranker
-from .stopping import Decision
-from .store import StoreError, StoreFileError
-from .tickets import Ticket, TicketError
+from typing import TYPE_CHECKING
+
+from .._util import lazy_exports
+
+# Imported when first used (PEP 562): ``from study.online import Client`` imports the client
+# (standard library and numpy) and not the ranker's scipy, pandas or matplotlib.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "verify_store": ".audit", "Client": ".client", "Config": ".config", "export_told": ".export",
+    "told_rows": ".export", "ranker_from_judgments": ".prior", "Ranker": ".ranker", "Decision": ".stopping",
+    "StoreError": ".store", "StoreFileError": ".store", "Ticket": ".tickets", "TicketError": ".tickets"})
+
+if TYPE_CHECKING:
+    from .audit import verify_store
+    from .client import Client
+    from .config import Config
+    from .export import export_told, told_rows
+    from .prior import ranker_from_judgments
+    from .ranker import Ranker
+    from .stopping import Decision
+    from .store import StoreError, StoreFileError
+    from .tickets import Ticket, TicketError
 
 __all__ = ["Client", "Config", "Decision", "Ranker", "StoreError", "StoreFileError", "Ticket", "TicketError",
            "verify_store", "told_rows", "export_told", "ranker_from_judgments"]
