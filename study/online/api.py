@@ -150,6 +150,8 @@ class ConfigModel(BaseModel):
     tie_break: str
     edges: Optional[list[list[int]]]
     reads_need_token: bool = Field(description="whether reads need the token too")
+    min_judgments: Optional[int] = Field(None, description="GET ranking's default: fewer judgments mark an item "
+                                                           "preliminary")
 
 
 class RankingRow(BaseModel):
@@ -165,6 +167,13 @@ class RankingRow(BaseModel):
     level: float
     anytime: bool
     se_method: str
+    rank_lower: Optional[int] = Field(None, description="its simultaneous rank interval (null: no intervals yet, "
+                                                        "or ranks=false)")
+    rank_upper: Optional[int] = None
+    rank_ub: Optional[int] = Field(None, description="LMArena's Rank (UB): 1 + the items whose lower bound exceeds "
+                                                     "this one's upper bound (marginal intervals)")
+    judgments: Optional[int] = Field(None, description="comparisons told that involve the item")
+    preliminary: Optional[bool] = Field(None, description="fewer judgments than min_judgments")
 
 
 class ItemStats(BaseModel):
@@ -184,6 +193,12 @@ class Ranking(BaseModel):
     n_told: int
     rows: list[RankingRow]
     items: list[ItemStats]
+    scale: Literal["logit", "elo"] = "logit"
+    scale_text: Optional[str] = Field(None, description="the scale and its anchor, in words")
+    anchor: Optional[str] = None
+    anchor_rating: Optional[float] = None
+    min_judgments: Optional[int] = None
+    rank_interval: Optional[str] = Field(None, description="what the rank intervals are, in words")
 
 
 class IntervalRow(BaseModel):

@@ -26,6 +26,7 @@ from .hardening import (HEADER_TIMEOUT, WILDCARDS, allowed_hosts, check_token, h
                         reachable)
 from .ranker import Ranker
 from .server import MAX_BODY, create_app, is_loopback
+from .standings import MIN_JUDGMENTS
 from .service import Service
 from .store import StoreFileError
 CREATION = ("n_items", "dim", "policy", "T", "T0", "M", "alpha", "gamma", "c_lambda", "tie_break", "seed", "edges",
@@ -77,6 +78,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT, dest="header_timeout",
                         help=f"seconds a connection has to send a request's headers, and a body between its pieces "
                              f"(default {HEADER_TIMEOUT:g}); slower ones are closed (408 for a body)")
+    parser.add_argument("--min-judgments", type=int, default=MIN_JUDGMENTS, dest="min_judgments",
+                        help=f"items with fewer judgments are marked preliminary on the page and in GET ranking "
+                             f"(default {MIN_JUDGMENTS}; a query can ask for another)")
     new = parser.add_argument_group("creating a store (for an existing one, values given must equal the stored ones)")
     new.add_argument("--settings", type=Path, help="a JSON object of the Ranker's creation arguments "
                                                    "(n_items, dim, items, policy, T, T0, M, seed, edges, ...)")
@@ -140,6 +144,9 @@ def serve(args) -> int:
     if not 1 <= args.max_body:
         print(f"error: --max-body must be at least 1, got {args.max_body}", file=sys.stderr)
         return 2
+    if args.min_judgments < 0:
+        print(f"error: --min-judgments must be at least 0, got {args.min_judgments}", file=sys.stderr)
+        return 2
     if not 0 < args.header_timeout < 3600:
         print(f"error: --header-timeout must lie in (0, 3600) seconds, got {args.header_timeout}", file=sys.stderr)
         return 2
@@ -178,7 +185,8 @@ def served(args, lock) -> int:
         return 2
     reads_need_token = reads_need_the_token(args.host, args.open_reads)
     app = create_app(service, token=token, reads_need_token=reads_need_token, max_body=args.max_body,
-                     allowed_hosts=allowed_hosts(args.host, args.allow_host), body_timeout=args.header_timeout)
+                     allowed_hosts=allowed_hosts(args.host, args.allow_host), body_timeout=args.header_timeout,
+                     min_judgments=args.min_judgments)
     ranker = service.ranker
     host, port = sock.getsockname()[:2]
     local = ("::1" if ":" in host else "127.0.0.1") if host in WILDCARDS else host  # 0.0.0.0 is no address to open

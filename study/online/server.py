@@ -64,6 +64,7 @@ from . import api, report
 from .config import bounded_array
 from .hardening import HEADER_TIMEOUT, LOOPBACK_NAMES, HostGate, SlowBody
 from .service import MAX_PAGE, Service, draw
+from .standings import MIN_JUDGMENTS, standings
 from .store import StoreError, StoreFileError
 from .tickets import Ticket, TicketError
 
@@ -184,13 +185,15 @@ def ticket_json(ticket: Ticket) -> dict:
 
 
 def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_body: int = MAX_BODY,
-               allowed_hosts=LOOPBACK_NAMES, body_timeout: float = HEADER_TIMEOUT) -> FastAPI:
+               allowed_hosts=LOOPBACK_NAMES, body_timeout: float = HEADER_TIMEOUT,
+               min_judgments: int = MIN_JUDGMENTS) -> FastAPI:
     """The app serving the writable :class:`~study.online.Ranker` that ``open_ranker()`` opens (or
     creates), in a thread of its own, when the app starts (closed when it stops); or a
     :class:`~study.online.service.Service` already opened (``serve`` opens it first, to refuse a
     bad store before serving).  ``token``: what ask, tell, tell_many and expire need (and reads,
     with ``reads_need_token``).  ``allowed_hosts``: the ``Host`` names it answers to (``"*"``: any;
-    :mod:`study.online.hardening`); ``body_timeout``: seconds a body may stop coming (then 408)."""
+    :mod:`study.online.hardening`); ``body_timeout``: seconds a body may stop coming (then 408);
+    ``min_judgments``: the default of ``GET ranking``'s (:mod:`study.online.standings`)."""
     if not token:
         raise ValueError("a server needs a token")
     service = open_ranker if isinstance(open_ranker, Service) else Service(open_ranker)
@@ -211,6 +214,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
     app.add_middleware(HostGate, allowed=allowed_hosts)  # the last added runs first: a foreign Host learns nothing
     app.state.service = service
     call = service.call  # every use of the ranker, in its thread
+    default_min_judgments = min_judgments
 
     def openapi() -> dict:  # the gate's rule in the schema: which routes need the bearer token
         if app.openapi_schema is None:
@@ -393,7 +397,8 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
         return {"store": service.ranker.path.name, "store_id": service.ranker.store_id, "n_items": c.n_items,
                 "dim": c.dim, "items": c.labels, "policy": c.policy, "T": c.T, "T0": c.T0, "M": c.M,
                 "alpha": c.alpha, "gamma": c.gamma, "c_lambda": c.c_lambda, "tie_break": c.tie_break,
-                "edges": None if c.edges is None else [list(e) for e in c.edges], "reads_need_token": reads_need_token}
+                "edges": None if c.edges is None else [list(e) for e in c.edges], "reads_need_token": reads_need_token,
+                "min_judgments": default_min_judgments}
 
     @app.get(f"{P}/pending", response_model=list[api.TicketModel], responses=REFUSALS)
     async def pending():
@@ -406,8 +411,13 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
     @app.get(f"{P}/ranking", response_model=api.Ranking, responses=REFUSALS,
              summary="the items ranked at a context, with CIs (or anytime CSs) and per-item counts")
     async def ranking(level: float = Query(0.95, gt=0.0, lt=1.0), se: SE = "model", anytime: bool = False,
-                      tightest_at: Optional[float] = None, x: Optional[list[float]] = Query(None)):
+                      tightest_at: Optional[float] = None, x: Optional[list[float]] = Query(None),
+                      scale: Literal["logit", "elo"] = "logit", anchor: Optional[str] = None,
+                      anchor_rating: float = Query(1000.0, ge=-1e9, le=1e9), ranks: bool = True,
+                      min_judgments: int = Query(default_min_judgments, ge=0, le=api.MAX_INT)):
         at, tight = context(x, ("query", "x")), tightest(tightest_at)
+        if anchor is not None and anchor not in service.config.labels:
+            raise invalid(("query", "anchor"), f"anchor {anchor!r} is not an item of this ranker", anchor)
 
         def work():
             ranker, x = service.ranker, at
@@ -416,11 +426,19 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                     return refused(409, "nothing asked yet: no context to rank at", reason="nothing_asked")
                 x = ranker.mean_context()
             table = ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
-            return {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": se,
-                    "score": table.attrs["score"], "n_told": service.n_told, "rows": records(table),
-                    "items": service.items()}
+            result = ranker._snapshot(se)[1] if ranks and table.attrs["score"] == "debiased" else None
+            return x, {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": se,
+                       "score": table.attrs["score"], "n_told": service.n_told, "rows": records(table),
+                       "items": service.items()}, result
 
-        return await call(work)
+        answer = await call(work)
+        if isinstance(answer, JSONResponse):
+            return answer
+        x, body, result = answer
+        body.update(await run_in_threadpool(  # the rank intervals' draws: off the ranker's thread
+            standings, body["rows"], result, x, body["items"], level=level, scale=scale, anchor=anchor,
+            anchor_rating=anchor_rating, min_judgments=min_judgments))
+        return body
 
     @app.get(f"{P}/intervals", response_model=api.Intervals, responses=REFUSALS)
     async def intervals(level: float = Query(0.95, gt=0.0, lt=1.0), se: SE = "model", anytime: bool = False,
@@ -440,7 +458,8 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     @app.get(f"{P}/decision", response_model=api.DecisionModel, responses=REFUSALS,
              summary="the stopping rule's verdict (names, margin, in words)")
-    async def decision(level: float = Query(0.95, gt=0.0, lt=1.0), top: int = Query(1, ge=1, le=api.MAX_INT), se: SE = "model",
+    async def decision(level: float = Query(0.95, gt=0.0, lt=1.0), top: int = Query(1, ge=1, le=api.MAX_INT),
+                       se: SE = "model",
                        anytime: bool = True, tightest_at: Optional[float] = None,
                        x: Optional[list[float]] = Query(None)):
         at, tight = context(x, ("query", "x")), tightest(tightest_at)

@@ -57,9 +57,9 @@ def page_state(page) -> dict:
         open: document.querySelector('#open-count').textContent,
         decision: document.querySelector('#decision').textContent,
         decided: document.querySelector('#decision').dataset.decided,
-        names: [...document.querySelectorAll('#leaderboard tbody tr td:nth-child(2)')].map(td => td.textContent),
+        names: [...document.querySelectorAll('#leaderboard tbody tr td.name')].map(td => td.firstChild.textContent),
         table: document.querySelector('#leaderboard tbody').textContent,
-        judgments: [...document.querySelectorAll('#leaderboard tbody tr td:nth-child(7)')]
+        judgments: [...document.querySelectorAll('#leaderboard tbody tr td.judgments')]
                    .map(td => Number(td.textContent.replace(/,/g, ''))),
         recent: document.querySelectorAll('#recent tbody tr').length,
         diagram: document.querySelector('#diagram img') !== null,
@@ -235,5 +235,51 @@ def test_a_wrong_token_is_said_and_the_locked_page_says_it_is_locked(tmp_path):
             page.press("#status input", "Enter")
             page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4", timeout=60_000)
             assert page_state(page)["told"] == "30" and "locked" not in page.text_content("#decision")
+        finally:
+            browser.close()
+
+
+def test_the_table_reads_like_a_leaderboard_elo_scale_rank_intervals_rank_ub(tmp_path):
+    """The page's default: the Elo-style scale with its anchor stated, Rank (UB), the simultaneous
+    rank intervals and the preliminary mark, each as GET ranking says; then the logit scale."""
+    import json
+    import urllib.request
+
+    sync_playwright = playwright_or_skip()
+    make_store(tmp_path / "board.sqlite")
+    with Serve(tmp_path / "board.sqlite") as server, sync_playwright() as playwright:
+        def api(**query):
+            url = f"{server.url}/api/v1/ranking?" + "&".join(f"{k}={v}" for k, v in query.items())
+            with urllib.request.urlopen(url, timeout=60) as answer:
+                return json.loads(answer.read())
+
+        browser = launch(playwright)
+        try:
+            page = browser.new_page()
+            errors = watch(page)
+            page.goto(server.url + "/")
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4", timeout=60_000)
+            table = page.evaluate("""() => [...document.querySelectorAll('#leaderboard tbody tr')].map(tr => ({
+                ub: tr.querySelector('td.rank-ub').textContent, ranks: tr.querySelector('td.ranks').textContent,
+                name: tr.querySelector('td.name').firstChild.textContent, score: tr.querySelector('td.score').textContent,
+                prelim: tr.querySelector('.prelim') !== null}))""")
+            elo = api(scale="elo", anytime="true", level=0.95, se="model")
+            assert elo["scale"] == "elo" and "1000 the items' average" in elo["scale_text"]
+            assert [r["name"] for r in table] == [r["name"] for r in elo["rows"]]
+            assert [r["score"] for r in table] == [f"{r['score']:.0f}" for r in elo["rows"]]
+            assert abs(sum(r["score"] for r in elo["rows"]) / 4 - 1000) < 1e-9  # the anchor stated
+            assert [r["ub"] for r in table] == [str(r["rank_ub"]) for r in elo["rows"]]
+            assert [r["ranks"] for r in table] == [str(r["rank_lower"]) if r["rank_lower"] == r["rank_upper"]
+                                                   else f"{r['rank_lower']}–{r['rank_upper']}" for r in elo["rows"]]
+            assert all(r["rank_lower"] <= r["rank"] <= r["rank_upper"] for r in elo["rows"])
+            assert [r["prelim"] for r in table] == [r["judgments"] < 30 for r in elo["rows"]]
+            assert "Elo-style scale" in page.text_content("#scale-note")
+            assert "simultaneous 95% rank intervals" in page.text_content("#table-note")
+            page.select_option("#scale", "logit")
+            page.wait_for_function(f"JSON.parse({SHOWN}).scale === 'logit'", timeout=60_000)
+            logit = api(scale="logit", anytime="true", level=0.95, se="model")
+            scores = page.evaluate("[...document.querySelectorAll('#leaderboard tbody td.score')].map(t => t.textContent)")
+            assert scores == [f"{r['score']:.3f}" for r in logit["rows"]]
+            assert "logit scale" in page.text_content("#scale-note") and not errors, errors
         finally:
             browser.close()

@@ -36,7 +36,7 @@
   const json = async (path, params) => (await get(path, params)).json();
 
   function controls() {
-    return {level: $("level").value, anytime: $("anytime").value, se: $("se").value};
+    return {level: $("level").value, anytime: $("anytime").value, se: $("se").value, scale: $("scale").value};
   }
 
   function cell(row, text, className) {
@@ -147,16 +147,28 @@
     const low = Math.min(...bounds.map((r) => r.lower)), high = Math.max(...bounds.map((r) => r.upper));
     const body = $("leaderboard").tBodies[0];
     body.replaceChildren();
+    const digits = ranking.scale === "elo" ? 0 : 3;
     for (const row of ranking.rows) {
       const tr = document.createElement("tr");
       const stats = items.get(row.item);
-      cell(tr, String(row.rank));
-      cell(tr, row.name, "name");
-      cell(tr, fixed(row.score), "num");
+      cell(tr, String(row.rank_ub ?? row.rank), "rank-ub num");
+      cell(tr, row.rank_lower === null || row.rank_lower === undefined ? "–"
+               : row.rank_lower === row.rank_upper ? String(row.rank_lower) : `${row.rank_lower}–${row.rank_upper}`,
+           "ranks num");
+      const name = cell(tr, row.name, "name");
+      if (row.preliminary) {
+        const badge = document.createElement("span");
+        badge.className = "prelim";
+        badge.textContent = "preliminary";
+        badge.title = `fewer than ${ranking.min_judgments} judgments`;
+        name.append(" ", badge);
+        tr.classList.add("preliminary");
+      }
+      cell(tr, fixed(row.score, digits), "num score");
       cell(tr, "").appendChild(intervalBar(row, low, high));
-      cell(tr, fixed(row.lower), "num");
-      cell(tr, fixed(row.upper), "num");
-      cell(tr, stats.judgments.toLocaleString("en"), "num");
+      cell(tr, fixed(row.lower, digits), "num");
+      cell(tr, fixed(row.upper, digits), "num");
+      cell(tr, stats.judgments.toLocaleString("en"), "num judgments");
       cell(tr, stats.win_rate === null ? "–" : (100 * stats.win_rate).toFixed(1) + "%", "num");
       body.appendChild(tr);
     }
@@ -165,11 +177,19 @@
                                  : `${level}% CIs (fixed-time: valid at one look fixed in advance)`;
     const se = ranking.se_method === "model" ? "model-based SE (the paper's Φ11)" : "sandwich SE (robust to ties)";
     $("leaderboard").dataset.shown = JSON.stringify(params);  // what the table shows (the browser test reads it)
+    const scale = ranking.scale === "elo"
+      ? `${ranking.scale_text} (P(a beats b) = 1 / (1 + 10^((R_b − R_a)/400)))` : ranking.scale_text;
+    const prelim = `preliminary: fewer than ${ranking.min_judgments} judgments.`;
+    $("scale-note").textContent = scale;
     $("table-note").textContent = ranking.score === "debiased"
-      ? `score: x′θᵈᵢ, the debiased estimate at the mean told context (the interval's centre and the order); ` +
-        `interval: ${kind}, ${se}. judgments: comparisons told that involve the item; win rate: the share it ` +
-        `won (a tie counts half).`
-      : "no intervals yet: the told outcomes do not identify θ; score: x′θᵢ, the current estimate.";
+      ? `Rank (UB): 1 + the items whose lower bound exceeds this one's upper bound (the marginal intervals ` +
+        `shown). ranks: ${ranking.rank_interval ? "the " + ranking.rank_interval.split(";")[0] + " (fixed-time)"
+                                                 : "not computed"}. ` +
+        `score: x′θᵈᵢ, the debiased estimate at the mean told context (the interval's centre and the order), ` +
+        `on the scale above; interval: ${kind}, ${se}. judgments: comparisons told that involve the item; win rate: the ` +
+        `share it won (a tie counts half); ${prelim}`
+      : `no intervals yet: the told outcomes do not identify θ; score: x′θᵢ, the current estimate; ${scale}; ` +
+        prelim;
   }
 
   function renderDecision(decision) {
@@ -318,7 +338,7 @@
       // the key holds the selectors as read now: a table fetched for other selectors is never kept
       const params = controls();
       const key = [state.n_told, state.n_asked, state.counts.open, state.counts.expired,
-                   params.level, params.anytime, params.se].join("/");
+                   JSON.stringify(params)].join("/");
       if (key !== page.seen || forced) {
         await update(state, params);
         page.seen = key;
