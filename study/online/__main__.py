@@ -21,13 +21,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
+from . import serve
 
-from . import report, serve
-from .audit import summary_text, verify_store
-from .ranker import Ranker
-from .report import MAX_DIAGRAM_ITEMS, SE_TEXT, show_text
-from .store import StoreError, StoreFileError
+SE_CHOICES = ("model", "sandwich")  # report.SE_TEXT's keys, named here so that --help imports no scipy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="counts, the ranking with CIs, the ranking diagram (PNG)")
     show.add_argument("file", type=Path, help="the ranker's SQLite store")
-    show.add_argument("--se", choices=sorted(SE_TEXT), default="model",
+    show.add_argument("--se", choices=SE_CHOICES, default="model",
                       help="standard errors of the CIs: model (the paper's Phi_11) or sandwich (robust to ties)")
     show.add_argument("--level", type=float, default=0.95, help="CI level (default 0.95)")
     show.add_argument("--anytime", action="store_true",
@@ -56,11 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def told_contexts(ranker) -> np.ndarray:
+def told_contexts(ranker):
+    from . import report
+
     return report.told_contexts(ranker._read().rows.arrays()[2])
 
 
 def show(args) -> int:
+    from .ranker import Ranker  # each command imports what it needs, when it runs (a CLI's start is its speed)
+    from .report import MAX_DIAGRAM_ITEMS, show_text
+    from .store import StoreFileError
+
     if not 0.0 < args.level < 1.0:
         print(f"error: --level must lie in (0, 1), got {args.level}", file=sys.stderr)
         return 2
@@ -93,6 +95,9 @@ def show(args) -> int:
 
 
 def verify(args) -> int:
+    from .audit import summary_text, verify_store
+    from .store import StoreError, StoreFileError
+
     if not args.file.is_file():
         print(f"error: {args.file}: no such ranker store", file=sys.stderr)
         return 2

@@ -22,9 +22,7 @@ import os
 import socket
 from pathlib import Path
 
-from fastapi import HTTPException
-from fastapi.responses import JSONResponse
-
+MAX_BODY = 1 << 20  # bytes of a request body (tell_many of some 15,000 outcomes)
 MIN_TOKEN = 16  # characters: a guessable token is no token
 HEADER_TIMEOUT = 10.0  # seconds for a request's headers, and between the pieces of a body
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -84,6 +82,16 @@ def machine_addresses() -> list:
     return out
 
 
+def is_loopback(host: str) -> bool:
+    """Does ``host`` (an address or ``localhost``) listen on loopback only?"""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def allowed_hosts(host: str, extra=()) -> list:
     """The ``Host`` names a server listening on ``host`` answers to: loopback, ``host`` itself,
     this machine's names and addresses when it listens on every interface, and ``extra``."""
@@ -123,6 +131,8 @@ class HostGate:
             return await self.app(scope, receive, send)
         header = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
         if host_name(header) not in self.allowed:
+            from starlette.responses import JSONResponse
+
             detail = (f"Host {header[:100]!r} is not a name this server answers to (a page of another site must "
                       "not read it); the server's operator can add it with serve --allow-host NAME")
             return await JSONResponse({"detail": detail}, status_code=400)(scope, receive, send)
@@ -200,6 +210,7 @@ class SlowBody:
             try:
                 message = await asyncio.wait_for(receive(), self.seconds)
             except asyncio.TimeoutError:
+                from starlette.exceptions import HTTPException
                 raise HTTPException(408, f"the request body stopped coming for {self.seconds:g} s") from None
             done = message["type"] != "http.request" or not message.get("more_body", False)
             return message

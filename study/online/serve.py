@@ -24,11 +24,8 @@ from pathlib import Path
 from .client import TOKEN_ENV
 from .hardening import (HEADER_TIMEOUT, WILDCARDS, allowed_hosts, check_token, http_protocol, lock_store, note_holder,
                         reachable)
-from .ranker import Ranker
-from .server import MAX_BODY, create_app, is_loopback
+from .hardening import MAX_BODY, is_loopback
 from .standings import MIN_JUDGMENTS
-from .service import Service
-from .store import StoreFileError
 CREATION = ("n_items", "dim", "policy", "T", "T0", "M", "alpha", "gamma", "c_lambda", "tie_break", "seed", "edges",
             "items", "theta0")
 
@@ -164,7 +161,12 @@ def serve(args) -> int:
 
 
 def served(args, lock) -> int:
-    import uvicorn
+    import uvicorn  # the server's modules, once a server is to run (``--help`` and refusals stay quick)
+
+    from .ranker import Ranker
+    from .server import create_app
+    from .service import Service
+    from .store import StoreFileError
 
     try:
         given = creation_arguments(args)

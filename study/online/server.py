@@ -42,7 +42,6 @@ thread, on copies.
 from __future__ import annotations
 
 import base64
-import ipaddress
 from contextlib import asynccontextmanager
 import secrets
 from pathlib import Path
@@ -62,27 +61,16 @@ from ..core import _validate as check
 from ..core.confseq import check_tightest_at
 from . import api, report
 from .config import bounded_array
-from .hardening import HEADER_TIMEOUT, LOOPBACK_NAMES, HostGate, SlowBody
+from .hardening import HEADER_TIMEOUT, LOOPBACK_NAMES, MAX_BODY, HostGate, SlowBody, is_loopback
 from .service import MAX_PAGE, Service, draw
 from .standings import MIN_JUDGMENTS, standings
 from .store import StoreError, StoreFileError
 from .tickets import Ticket, TicketError
 
-MAX_BODY = 1 << 20  # bytes of a request body (tell_many of some 15,000 outcomes)
 STATIC = Path(__file__).with_name("static")
 P = api.PREFIX
 REFUSALS = {code: {"model": api.Refusal} for code in (401, 403, 404, 409, 413, 503)}
 SE = Literal["model", "sandwich"]
-
-
-def is_loopback(host: str) -> bool:
-    """Does ``host`` (an address or ``localhost``) listen on loopback only?"""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class BodyLimit:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..leaderboard.board import ELO_CENTRE, ELO_PER_LOGIT
-from ..leaderboard.ranks import rank_intervals
+# study.leaderboard (its Elo-style conversion, its rank intervals) is imported where used: the
+# serve command reads MIN_JUDGMENTS for its --help without importing scipy
 
 MIN_JUDGMENTS = 30  # comparisons below which an item's place is marked preliminary
 RANK_DRAWS = 10_000  # Gaussian draws behind the rank intervals' critical value (Monte Carlo error ~0.002)
@@ -46,6 +46,8 @@ def rank_ub(lower, upper) -> np.ndarray:
 
 def elo_offset(scores: dict, anchor, anchor_rating: float) -> float:
     """The Elo-style scale's offset: 1000, or the rating that puts ``anchor`` at ``anchor_rating``."""
+    from ..leaderboard.board import ELO_CENTRE, ELO_PER_LOGIT
+
     if anchor is None:
         return ELO_CENTRE
     return float(anchor_rating) - ELO_PER_LOGIT * scores[anchor]
@@ -59,7 +61,7 @@ def anchor_text(scale: str, anchor, anchor_rating: float) -> str:
 
 
 def standings(rows: list, result, x, items: list, *, level: float, scale: str = "elo", anchor=None,
-              anchor_rating: float = ELO_CENTRE, min_judgments: int = MIN_JUDGMENTS, seed: int = 0) -> dict:
+              anchor_rating: float = 1000.0, min_judgments: int = MIN_JUDGMENTS, seed: int = 0) -> dict:
     """``rows`` (the ranking's JSON rows, best first) with rank_lower, rank_upper, rank_ub,
     judgments and preliminary added and, on the Elo-style scale, score, lower, upper, estimate and se
     converted; and the fields that say how (scale, anchor, rank_interval, min_judgments).
@@ -77,6 +79,8 @@ def standings(rows: list, result, x, items: list, *, level: float, scale: str = 
         for row, ub in zip(rows, rank_ub([r["lower"] for r in rows], [r["upper"] for r in rows])):
             row["rank_ub"] = int(ub)
     if bounded and result is not None and result.available:
+        from ..leaderboard.ranks import rank_intervals
+
         score = result.theta_d @ np.asarray(x, dtype=float)
         ranks = rank_intervals(score, score_root(result, x), level=level, draws=RANK_DRAWS, seed=seed)
         for row in rows:
@@ -86,6 +90,8 @@ def standings(rows: list, result, x, items: list, *, level: float, scale: str = 
                                   "fixed-time); Rank (UB): 1 + the items whose lower bound exceeds this one's upper "
                                   "bound (the marginal intervals of the table)")
     if scale == "elo":
+        from ..leaderboard.board import ELO_PER_LOGIT
+
         offset = elo_offset({r["name"]: r["score"] for r in rows}, anchor, anchor_rating)
         for row in rows:
             for column in SCALE_COLUMNS:
