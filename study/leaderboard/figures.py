@@ -56,11 +56,11 @@ def scores_figure(table) -> bytes:
     labels = [f"{model}  [{lo}-{hi}]" if lo != hi else f"{model}  [{lo}]"
               for model, lo, hi in zip(table["model"], table["rank_lower"], table["rank_upper"])]
     font = 7 if n <= 60 else 5.5
-    ax.set_yticks(y, labels, fontsize=font)
+    ax.set_yticks(y, labels, fontsize=font, parse_math=False)  # a "$" in a name is text
     ax.set_ylim(-1, n)
     ax.set_xlabel("score (Elo-style)" if meta["scale"] == "elo" else "score (logit)")
     ax.grid(axis="x", lw=0.4, alpha=0.5)
-    fig.text(0.01, 0.995, textwrap.fill(" ".join(header(meta)[:2]), 150), fontsize=5.5, va="top")
+    fig.text(0.01, 0.995, textwrap.fill(" ".join(header(meta)[:2]), 150), fontsize=5.5, va="top", parse_math=False)
     _margins(fig, max(map(len, labels)), font, top_in=0.75, bottom_in=0.5)
     return _png(fig)
 
@@ -76,9 +76,9 @@ def win_rate_figure(table, rates, models) -> bytes:
     image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=0, vmax=1)
     ticks = np.arange(n)
     font = 7 if n <= 40 else 4
-    ax.set_yticks(ticks, table["model"], fontsize=font)
+    ax.set_yticks(ticks, table["model"], fontsize=font, parse_math=False)
     if n <= 40:
-        ax.set_xticks(ticks, table["model"], rotation=90, fontsize=font)
+        ax.set_xticks(ticks, table["model"], rotation=90, fontsize=font, parse_math=False)
         opponent = "opponent"
     else:  # many models: the opponents by rank (the row labels name them), every fifth
         ax.set_xticks(ticks[::5], [str(k + 1) for k in ticks[::5]], fontsize=font + 1)
@@ -93,7 +93,7 @@ def win_rate_figure(table, rates, models) -> bytes:
     fig.colorbar(image, ax=ax, fraction=0.04)
     fig.text(0.01, 0.995, f"Observed win rates of {table.attrs['source']}: the row model's share of its comparisons "
                           "with the column model (a tie half);\nleaderboard order; grey: never compared",
-             fontsize=6.5, va="top")
+             fontsize=6.5, va="top", parse_math=False)
     chars = max(len(str(name)) for name in table["model"])
     _margins(fig, chars, font, top_in=0.45, bottom_in=0.45 + (0.55 * font / 72 * chars if n <= 40 else 0.2),
              right_in=0.9)

@@ -216,3 +216,17 @@ def test_item_names_with_mathtext_are_drawn_as_text(tmp_path):
                            capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stderr
     assert "$\\foo$" in shown.stdout and (tmp_path / "d.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_leaderboards_figures_draw_such_names_as_text(tmp_path):
+    rng = np.random.default_rng(4)
+    lines = ["model_a,model_b,winner"]
+    for _ in range(300):
+        a, b = rng.choice(len(NAMES), 2, replace=False)
+        lines.append(f'"{NAMES[a]}","{NAMES[b]}",{rng.choice(["model_a", "model_b", "tie"])}')
+    (tmp_path / "b$1$.csv").write_text("\n".join(lines) + "\n")
+    done = subprocess.run([sys.executable, "-m", "study.leaderboard", str(tmp_path / "b$1$.csv"), "--out",
+                           str(tmp_path / "out"), "--quiet"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for figure in ("scores.png", "win_rates.png"):
+        assert (tmp_path / "out" / figure).read_bytes().startswith(b"\x89PNG")
