@@ -13,7 +13,8 @@ GET  pending           the open tickets
 GET  state             counts, told and asked (what the page polls)
 GET  config            the ranker's arguments
 GET  estimate          theta
-GET  ranking           at the mean told context or ``x``: score, SE, CI or CS, per-item counts
+GET  ranking           at the mean told context or ``x``: score, SE, CI or CS, per-item counts; as a
+                       leaderboard (Elo-style scale, rank intervals, Rank (UB): study.online.standings)
 GET  intervals         every theta_ik's CI or CS
 GET  decision          the stopping rule's verdict, in words too
 GET  told              the told rows after seq ``after`` (paged), for export and live views
@@ -21,6 +22,7 @@ GET  timeline          (time, seq) of the tells, sampled
 GET  diagram.svg       the ranking diagram over the told contexts
 POST diagram           the diagram over given contexts (adjacency, SVG or PNG)
 GET  health            liveness (never needs the token)
+GET  (the prefix)      an index of these routes (never needs the token)
 =====================  ========================================================================
 
 Authentication: ask, tell, tell_many and expire need ``Authorization: Bearer TOKEN``; reads need it
