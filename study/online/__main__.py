@@ -1,6 +1,7 @@
 """``python -m study.online show FILE`` and ``python -m study.online verify FILE``: what a
 ranker's store holds, and whether it is one to trust, without changing it; ``python -m
-study.online serve FILE``: the ranker as a service (:mod:`study.online.serve`).
+study.online serve FILE``: the ranker as a service (:mod:`study.online.serve`); ``judges`` and
+``export``: :mod:`study.online.commands`.
 
 ``show`` prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and
 ties), the current ranking with CIs (``--anytime``: confidence sequences) at the mean told context
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import report, serve
+from . import commands as admin, report, serve
 from .audit import summary_text, verify_store
 from .ranker import Ranker
 from .report import MAX_DIAGRAM_ITEMS, SE_TEXT, show_text
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", type=Path, help="the ranker's SQLite store")
     check.add_argument("--replay", action="store_true",
                        help="also refit the whole history and compare the stored estimate and checkpoint bit for bit")
+    admin.add_arguments(commands)
     serve.add_arguments(commands.add_parser(
         "serve", help="serve the store over HTTP: a JSON API for judges anywhere, a live page at /",
         description=serve.__doc__.split("\n\n")[0]))
@@ -113,6 +115,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve.serve(args)
+    if args.command in ("judges", "export"):
+        return admin.judges_command(args) if args.command == "judges" else admin.export_command(args)
     return verify(args) if args.command == "verify" else show(args)
 
 

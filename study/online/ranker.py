@@ -39,15 +39,15 @@ import numpy as np
 
 from .._version import __version__
 from ..core import _validate as check
-from ..core.sandwich import check_se, robust
+from ..core.sandwich import robust
 from ..core.threads import one_blas_thread
 from ..policies import Step, policy_provenance, resolve_policy
 from ..simulation.replication import _checked
-from . import report, snapshot, stopping
+from . import judges, report, snapshot, stopping
 from .config import Config, bounded_array
 from .state import LoopState, compare_with_stored
-from .tickets import Ticket, TicketError, count, outcome_fields, ticket_key
-from .store import FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
+from .tickets import Ticket, TicketError, check_batch, count, outcome_fields, ticket_key
+from .store import CHECKPOINTED, FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
 
 MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
 from .verify import Ledger, Opened, open_store, read_checkpoint, read_estimate, recheck_schema
@@ -183,7 +183,7 @@ class Ranker:
                             "policy_sha256": str(policy_provenance(config.policy)["source_sha256"])}
                     Store.create(conn, meta)
                     self._factory = resolve_policy(config.policy)
-                    self._opened = Opened(FORMAT, {"format": FORMAT, **meta}, config, Ledger(self.path, config), None,
+                    self._opened = Opened(FORMAT, {"format": FORMAT, **meta}, config, Ledger(self.path, config, True), None,
                                           (0, None), Store.schema_version(conn))
                     self.config = config
                     return
@@ -202,12 +202,17 @@ class Ranker:
                 state.fit(ledger, ledger.n_tells)
                 compare_with_stored(self.path, state, theta, ledger.n_tells, stacklevel=4)
                 store_id = secrets.token_hex(16)
-                Store.upgrade(conn, store_id)
+                Store.upgrade(conn, FORMAT_1, store_id)
+                ledger.judged = True
                 if state.applied:
                     self._write_estimate(conn, state, force_checkpoint=True)
                 opened.format, opened.meta = FORMAT, {**opened.meta, "format": FORMAT, "store_id": store_id}
                 opened.schema_version = Store.schema_version(conn)
             else:
+                if opened.format != FORMAT:  # format 2: the judges' tables added (empty), nothing refitted
+                    Store.upgrade(conn, opened.format)
+                    ledger.judged, opened.format, opened.meta = True, FORMAT, {**opened.meta, "format": FORMAT}
+                    opened.schema_version = Store.schema_version(conn)
                 checkpoint = read_checkpoint(conn, self.path, ledger.n_tells)
                 refitted = state.catch_up(self.path, ledger, checkpoint)
                 if refitted == 0 and theta is not None and not np.array_equal(theta, state.estimate.theta):
@@ -232,7 +237,7 @@ class Ranker:
             if recheck_schema(conn, self.path, self._opened):  # upgraded by another process: verified anew
                 self._opened, self._state = open_store(conn, self.path), None
             self._opened.ledger.read(conn)
-            if self._opened.format == FORMAT:
+            if self._opened.format in CHECKPOINTED:
                 self._checkpoint = Store.checkpoint_info(conn)
             self._seen = version
         return self._opened.ledger
@@ -257,7 +262,7 @@ class Ranker:
         or not, so that no reader trusts a store a writer would refuse."""
         seq = self._checkpoint[0]
         blob = conn.execute("SELECT state FROM checkpoint WHERE id = 1").fetchone()[0] \
-            if seq > state.applied and self._opened.format == FORMAT else None
+            if seq > state.applied and self._opened.format in CHECKPOINTED else None
         refitted = state.catch_up(self.path, ledger, (seq, blob))
         theta = read_estimate(conn, self.path, self.config, ledger.n_tells)
         if refitted == 0 and theta is not None and not np.array_equal(theta, state.estimate.theta):
@@ -337,16 +342,22 @@ class Ranker:
 
         return self._guarded(operation)
 
-    def tell(self, ticket, wins, m=None, ties=0) -> None:
+    def tell(self, ticket, wins, m=None, ties=0, *, judge=None, side=None, bothbad=0) -> None:
         """Record the outcome of ``ticket`` (a :class:`Ticket` or its id): ``wins`` of the ``m``
         comparisons (default M) won outright by ``ticket.other``, ``ties`` of them tied (a tie
-        counts as half a win for each side).  One transaction: the outcome, the ticket closed and
-        the refitted estimate (and its checkpoint, when due) are stored together, or nothing is."""
-        self._tell([self._outcome(ticket, wins, m, ties)], many=False)
+        counts as half a win for each side).  ``judge``: the name of the judge who told it (a judge
+        of the store, not revoked: :mod:`study.online.judges`; None: unknown); ``side``: which was
+        shown first, ``"major"`` or ``"other"`` (None: not said); ``bothbad``: how many of the ties
+        were "both bad" (``tie (bothbad)`` in an export; half a win each, as every tie).  One
+        transaction: the outcome,
+        the ticket closed and the refitted estimate (and its checkpoint, when due) are stored
+        together, or nothing is."""
+        self._tell([self._outcome(ticket, wins, m, ties, judge, side, bothbad)], many=False)
 
     def tell_many(self, outcomes) -> int:
         """Record a batch of outcomes in one transaction: each a ``(ticket, wins)``,
-        ``(ticket, wins, m)`` or ``(ticket, wins, m, ties)`` tuple, or a mapping with those keys.
+        ``(ticket, wins, m)`` or ``(ticket, wins, m, ties)`` tuple, or a mapping with those keys
+        (and optionally ``judge``, ``side``, as in :meth:`tell`).
         The rows are applied in the order given, each refitted as by :meth:`tell` (so the store and
         the estimates equal those of the same tells one by one), and stored together or not at all:
         a bad outcome (``ValueError`` naming it: ``outcome 3: ...``) leaves the store as it was.
@@ -364,8 +375,8 @@ class Ranker:
             self._tell(batch, many=True)
         return len(batch)
 
-    def _outcome(self, ticket, wins, m=None, ties=0) -> tuple:
-        """(ask id, pair or None, wins, ties, m) of one outcome, its values validated."""
+    def _outcome(self, ticket, wins, m=None, ties=0, judge=None, side=None, bothbad=0) -> tuple:
+        """(ask id, pair or None, wins, ties, m, judge, side, bothbad) of one outcome, validated."""
         ask_id, pair = self._ticket_id(ticket)
         m = self.config.M if m is None else m
         m = count("m", m, low=1)
@@ -375,45 +386,34 @@ class Ranker:
         wins, ties = count("wins", wins, low=0), count("ties", ties, low=0)
         if wins + ties > m:
             raise ValueError(f"wins + ties = {wins} + {ties} exceeds m = {m}")
-        return ask_id, pair, wins, ties, m
+        if judge is not None:
+            judges.check_name(judge)
+        bothbad = count("bothbad", bothbad, low=0)
+        if bothbad > ties:
+            raise ValueError(f"bothbad = {bothbad} exceeds ties = {ties} (it counts the ties that were both bad)")
+        return ask_id, pair, wins, ties, m, judge, judges.check_side(side), bothbad
 
     def _tell(self, batch: list, many: bool) -> None:
         self._writable()
 
         def operation(conn, state):
-            seen = {}
-            for k, (ask_id, pair, _, _, _) in enumerate(batch):  # every check before any change
-                prefix = f"outcome {k}: " if many else ""
-                where = dict(ticket=ask_id, outcome=k if many else None)
-                row = Store.ask(conn, ask_id)
-                if row is None:
-                    raise TicketError(f"{prefix}ticket {ask_id} was never asked (this ranker has handed out "
-                                      f"{Store.last_ask(conn)} tickets)", reason="never_asked", **where)
-                _, _, major, other, _, _, status, _, closed_at = row
-                if pair is not None and pair != (major, other):
-                    raise TicketError(f"{prefix}ticket {ask_id} is for the pair ({major}, {other}), not {pair}",
-                                      reason="pair", **where)
-                if status != "open":
-                    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(closed_at))
-                    stored = Store.tell_of(conn, ask_id) if status == "told" else None
-                    raise TicketError(f"{prefix}ticket {ask_id} was already {status} ({when}"
-                                      + ("" if stored is None else f", seq {stored['seq']}: wins {stored['wins']}, "
-                                                                   f"ties {stored['ties']} of m = {stored['m']}")
-                                      + "); it cannot be told again", reason=status, stored=stored, **where)
-                if ask_id in seen:
-                    raise ValueError(f"{prefix}ticket {ask_id} is told twice in this batch (outcome {seen[ask_id]})")
-                seen[ask_id] = k
+            check_batch(conn, batch, many)  # every check before any change
+            judged = judges.ids(conn, self.path, self._opened.format, batch)
             ledger = self._opened.ledger
             now = time.time()
-            for ask_id, _, wins, ties, m in batch:
+            for ask_id, _, wins, ties, m, name, side, bothbad in batch:
                 seq = state.applied + 1
                 conn.execute("INSERT INTO tells (seq, ask_id, wins, ties, m, told_at) VALUES (?, ?, ?, ?, ?, ?)",
                              (seq, ask_id, wins, ties, m, now))
+                judge = judged.get(name)
+                if judge is not None or side is not None or bothbad:
+                    conn.execute("INSERT INTO told_by (seq, judge, side, bothbad) VALUES (?, ?, ?, ?)",
+                                 (seq, judge, side, bothbad))
                 conn.execute("UPDATE asks SET status = 'told', closed_at = ? WHERE id = ?", (now, ask_id))
                 a = ask_id - 1
                 state.apply(seq, ask_id, ledger.X[a], int(ledger.major[a]), int(ledger.other[a]),
                             bool(ledger.explored[a]), wins, ties, m)
-                self._after_commit.append(lambda row=(seq, ask_id, wins, ties, m): ledger.add_tell(*row))
+                self._after_commit.append(lambda row=(seq, ask_id, wins, ties, m, judge, side): ledger.add_tell(*row))
             state.clean = False  # ahead of the file until the commit
             self._write_estimate(conn, state)
 
@@ -491,8 +491,8 @@ class Ranker:
     def _snapshot(self, se: str):
         """(theta, debiased result, told rows) of one consistent state; the result is the caller's own
         (a copy: writing into it cannot reach the estimate the policy sees)."""
-        se = check_se(se)
         state = self._read()
+        se = judges.resolve_se(se, self._opened.ledger)  # "auto": by judge where two named judges told
         theta = state.estimate.theta.copy()
         with one_blas_thread():
             shared = state.debiased()
@@ -500,15 +500,19 @@ class Ranker:
                                          factor=None if shared.factor is None else shared.factor.copy())
             if se == "sandwich":
                 result = robust(result, theta, *state.rows.arrays())
+            elif se == "cluster":
+                result = judges.clustered(result, theta, state.rows, self._opened.ledger)
         return theta, result, state.rows
 
-    def debiased(self, se: str = "model"):
+    def debiased(self, se: str = "auto"):
         """The debiased estimate at the current theta (:class:`study.DebiasResult`) with the
-        model-based (``se="model"``, the paper's Phi_11) or sandwich (``"sandwich"``, robust to
-        ties) covariance; ``available`` is False while the told rows do not identify theta."""
+        model-based (``se="model"``, the paper's Phi_11), sandwich (``"sandwich"``, robust to
+        ties) or judge-clustered (``"cluster"``) covariance (``"auto"``, the default: clustered
+        where two named judges have told, else model-based); ``available`` is False while the told
+        rows do not identify theta."""
         return self._snapshot(se)[1]
 
-    def intervals(self, level: float = 0.95, se: str = "model", anytime: bool = False, tightest_at=None):
+    def intervals(self, level: float = 0.95, se: str = "auto", anytime: bool = False, tightest_at=None):
         """CIs of every theta_ik (a DataFrame: item, name, dim, estimate, se, lower, upper, level,
         anytime, se_method); ValueError while they are not available.  ``anytime=True``: the
         confidence sequences instead, valid at every look at once (tightest after ``tightest_at``
@@ -531,7 +535,7 @@ class Ranker:
             raise ValueError("nothing asked yet: no context to rank at")
         return unpack(row[1])
 
-    def ranking(self, x=None, level: float = 0.95, se: str = "model", anytime: bool = False, tightest_at=None):
+    def ranking(self, x=None, level: float = 0.95, se: str = "auto", anytime: bool = False, tightest_at=None):
         """The items ranked by x'theta_i at context ``x`` (default: the mean told context), with the
         CI of x'theta_i from the debiased estimate (NaN while unavailable): a DataFrame.
         ``anytime=True``: confidence sequences instead of CIs (as in :meth:`intervals`)."""
@@ -543,7 +547,7 @@ class Ranker:
                   if anytime and result.available else None)
         return report.ranking(theta, result, np.asarray(x, dtype=float), self.config.labels, level, factor)
 
-    def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", anytime: bool = True,
+    def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "auto", anytime: bool = True,
                  tightest_at=None):
         """The stopping rule's verdict (:class:`study.online.stopping.Decision`: ``decided``,
         ``top``, ``margin``, ``closest`` by index, ``top_names``, ``closest_names`` by name, and
@@ -559,7 +563,7 @@ class Ranker:
                                     tightest_at=stopping.tightest(self.config, tightest_at))
         return stopping.named(verdict, self.config.labels, level, result.comparisons or 0)
 
-    def decided(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", tightest_at=None) -> bool:
+    def decided(self, level: float = 0.95, top: int = 1, x=None, se: str = "auto", tightest_at=None) -> bool:
         """True once the top-``top`` set at ``x`` (default: the mean told context) is separated from
         the rest by the ``level`` confidence sequences: every pair (i in the set, j outside) has its
         sequence of x'(theta_i - theta_j) above 0 (Bonferroni over the pairs).  Looking after every
@@ -568,7 +572,7 @@ class Ranker:
         return self.decision(level, top, x, se, True, tightest_at).decided
 
     def diagram(self, contexts, path=None, *, uncertainty: bool = True, level: float = 0.95,
-                threshold: float = 0.95, se: str = "model"):
+                threshold: float = 0.95, se: str = "auto"):
         """The paper's ranking diagram over ``contexts`` (Q, d): an arrow i -> j when x'theta_i >
         x'theta_j (``uncertainty=False``) or the ``level`` CI of x'(theta_i - theta_j) lies above 0
         (``uncertainty=True``) for more than ``threshold`` of the contexts; transitive reduction.

@@ -30,7 +30,8 @@ import numpy as np
 from ..core import _validate as check
 from .config import Config
 from .snapshot import SnapshotError, read_header
-from .store import FORMAT, FORMAT_1, META_KEYS, SCHEMAS, StoreError, checkpoint_stride, unpack
+from . import judges
+from .store import CHECKPOINTED, FORMAT, META_KEYS, SCHEMAS, StoreError, checkpoint_stride, unpack
 
 STATUS = ("open", "told", "expired")
 _EXPECTED: dict = {}
@@ -94,14 +95,14 @@ def read_meta(conn, path, objects: dict):
         meta[key] = value
     fmt = meta.get("format")
     if fmt not in SCHEMAS:
-        raise StoreError(f"{path}: format {fmt!r}; this version of study reads {FORMAT!r} and {FORMAT_1!r}")
+        raise StoreError(f"{path}: format {fmt!r}; this version of study reads {', '.join(map(repr, SCHEMAS))}")
     check_schema(path, objects, fmt)
     unknown, missing = sorted(set(meta) - META_KEYS[fmt]), sorted(META_KEYS[fmt] - set(meta))
     if unknown:
         raise refuse(path, f"meta key {unknown[0]!r}", f"not a key of a {fmt} store")
     if missing:
         raise refuse(path, f"meta key {missing[0]!r}", "missing")
-    if fmt == FORMAT and not _HEX.fullmatch(meta["store_id"]):
+    if fmt in CHECKPOINTED and not _HEX.fullmatch(meta["store_id"]):
         raise refuse(path, "meta key 'store_id'", f"{meta['store_id'][:40]!r} is not 32 hexadecimal digits")
     if not _SHA.fullmatch(meta["policy_sha256"]):
         raise refuse(path, "meta key 'policy_sha256'", "not a SHA-256")
@@ -134,8 +135,9 @@ _TELL_TYPES = ("ask_id is not an INTEGER", "wins is not an INTEGER", "ties is no
 class Ledger:
     """The verified asks and tells of a store, in memory (append-only), read from it in order."""
 
-    def __init__(self, path, config: Config):
+    def __init__(self, path, config: Config, judged: bool = False):
         self.path, self.config = path, config
+        self.judged = judged  # a format-3 store: told_by rows (judge, side) are read with the tells
         n, d, T = config.n_items, config.dim, config.T
         self.adjacency = np.zeros((n, n), dtype=bool)
         edges = config.edges_array()
@@ -147,6 +149,9 @@ class Ledger:
         self.told_before = np.zeros(size, dtype=np.int64)
         self.tell_ask = np.zeros(size, dtype=np.int64)  # ask id of tell k + 1
         self.wins, self.ties, self.m = (np.zeros(size, dtype=np.int64) for _ in range(3))
+        self.judge = np.zeros(size, dtype=np.int64)  # judge id of tell k + 1 (0: unknown)
+        self.side = np.full(size, -1, dtype=np.int64)  # side shown first (0 major, 1 other; -1: not said)
+        self.told_by_seen = 0  # the last told_by row read
         self.told_at = np.zeros(size + 1, dtype=np.int64)  # seq that told ask id (0: none)
         self.n_asks = self.n_tells = 0
 
@@ -156,9 +161,9 @@ class Ledger:
         if rows <= size:
             return
         size = min(max(rows, 2 * size), self.config.T)
-        for name in ("X", "major", "other", "explored", "told_before", "tell_ask", "wins", "ties", "m"):
+        for name in ("X", "major", "other", "explored", "told_before", "tell_ask", "wins", "ties", "m", "judge", "side"):
             old = getattr(self, name)
-            new = np.zeros((size,) + old.shape[1:], dtype=old.dtype)
+            new = np.full((size,) + old.shape[1:], -1 if name == "side" else 0, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
         told_at = np.zeros(size + 1, dtype=np.int64)
@@ -286,12 +291,15 @@ class Ledger:
                                                                                           told_before)
         self.n_asks = ask_id
 
-    def add_tell(self, seq, ask_id, wins, ties, m) -> None:
-        """A tell this process wrote (and committed)."""
+    def add_tell(self, seq, ask_id, wins, ties, m, judge=None, side=None) -> None:
+        """A tell this process wrote (and committed), with its judge's id and side when known."""
         k = seq - 1
         assert k == self.n_tells, (seq, self.n_tells)
         self._reserve(seq)
         self.tell_ask[k], self.wins[k], self.ties[k], self.m[k] = ask_id, wins, ties, m
+        self.judge[k], self.side[k] = (0 if judge is None else judge), (-1 if side is None else side)
+        if judge is not None or side is not None:
+            self.told_by_seen = seq
         self.told_at[ask_id] = seq
         self.n_tells = seq
 
@@ -299,6 +307,8 @@ class Ledger:
         """Everything added since the last read (asks, then tells), verified."""
         self.read_asks(conn)
         self.read_tells(conn)
+        if self.judged:
+            judges.read_told_by(conn, self.path, self)
 
     def check_statuses(self, status: np.ndarray) -> None:
         """On opening: an ask is told exactly when a tell names it; told_before never exceeds the tells."""
@@ -382,12 +392,15 @@ def open_store(conn, path, *, quick_check: bool = True):
     if not objects:
         return None
     fmt, meta, config = read_meta(conn, path, objects)
-    ledger = Ledger(path, config)
+    ledger = Ledger(path, config, judged=fmt == FORMAT)
     status = ledger.read_asks(conn)
     ledger.read_tells(conn)
     ledger.check_statuses(status)
+    if fmt == FORMAT:
+        judges.check_judges(conn, path)
+        judges.read_told_by(conn, path, ledger)
     theta = read_estimate(conn, path, config, ledger.n_tells)
-    checkpoint = read_checkpoint(conn, path, ledger.n_tells) if fmt == FORMAT else (0, None)
+    checkpoint = read_checkpoint(conn, path, ledger.n_tells) if fmt in CHECKPOINTED else (0, None)
     if quick_check:  # after the rows, whose checks name the row (SQLite's names the table)
         check_integrity(conn, path, "quick_check")
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
@@ -403,12 +416,12 @@ def check_integrity(conn, path, pragma: str = "integrity_check") -> None:
 
 def recheck_schema(conn, path, opened: Opened) -> bool:
     """Between transactions: if the schema changed since it was verified, verify it again.  True
-    when another process upgraded the store from format 1 (the caller verifies it anew)."""
+    when another process upgraded the store from format 1 or 2 (the caller verifies it anew)."""
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
     if version == opened.schema_version:
         return False
     fmt, meta, config = read_meta(conn, path, stored_objects(conn))
-    if (fmt, opened.format) == (FORMAT, FORMAT_1) and config == opened.config:
+    if fmt == FORMAT and opened.format != FORMAT and config == opened.config:  # upgraded by another process
         return True
     if fmt != opened.format or meta.get("store_id") != opened.store_id or config != opened.config:
         raise StoreError(f"{path}: the store was replaced while open (format {fmt}, store id {meta.get('store_id')})")

@@ -1,0 +1,79 @@
+"""The store's administration from the command line: ``python -m study.online judges add|revoke|list
+STORE [NAME]`` and ``python -m study.online export STORE OUT [--counts]``.
+
+``judges add`` prints the new judge's token once (the store keeps its SHA-256 only); ``judges
+revoke`` refuses its token from then on; ``judges list`` prints every judge with its tells.
+``export`` writes the battle log (``--counts``: one row per told outcome) that ``python -m
+study.leaderboard`` reads (:mod:`study.online.export`).  Exit status 0; 2 with one line for a
+missing, foreign or invalid store, a file-system failure, or a refused name.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+
+def add_arguments(commands) -> None:
+    judges = commands.add_parser("judges", help="name judges (a token each, shown once), revoke them, list them")
+    judges.add_argument("action", choices=("add", "revoke", "list"))
+    judges.add_argument("file", type=Path, help="the ranker's SQLite store")
+    judges.add_argument("name", nargs="?", help="the judge's name (add, revoke)")
+    export = commands.add_parser("export", help="write the told rows as a battle log study.leaderboard reads")
+    export.add_argument("file", type=Path, help="the ranker's SQLite store")
+    export.add_argument("out", type=Path, help="the file to write: .parquet, .csv or .jsonl")
+    export.add_argument("--counts", action="store_true",
+                        help="one row per told outcome (wins_a, wins_b, ties) instead of one per comparison")
+
+
+def _fail(message) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def judges_command(args) -> int:
+    from . import judges
+    from .ranker import Ranker
+    from .store import StoreFileError
+
+    if args.action != "list" and not args.name:
+        return _fail(f"judges {args.action} needs a NAME")
+    if not args.file.is_file():
+        return _fail(f"{args.file}: no such ranker store")
+    try:
+        with Ranker(args.file, readonly=args.action == "list") as ranker:
+            if args.action == "add":
+                token = judges.add(ranker, args.name)
+                print(f"judge {args.name!r} added; its token (shown this once, the store keeps only its hash):")
+                print(token)
+            elif args.action == "revoke":
+                judges.revoke(ranker, args.name)
+                print(f"judge {args.name!r} revoked: its token is refused from now on (its tells stay)")
+            else:
+                rows = judges.listing(ranker)
+                if not rows:
+                    print("no judges (every tell is of the store's shared token)")
+                for row in rows:
+                    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row["created"]))
+                    state = "active" if row["revoked"] is None else \
+                        "revoked " + time.strftime("%Y-%m-%d %H:%M", time.gmtime(row["revoked"]))
+                    print(f"{row['name']}\t{row['tells']} tells\tadded {when} UTC\t{state}")
+    except (ValueError, StoreFileError) as exc:
+        return _fail(exc)
+    return 0
+
+
+def export_command(args) -> int:
+    from .export import SUFFIXES, export_battles, export_told
+    from .store import StoreFileError
+
+    if args.out.suffix.lower() not in SUFFIXES:
+        return _fail(f"{args.out}: export to .parquet, .csv or .jsonl, not {args.out.suffix!r}")
+    if not args.file.is_file():
+        return _fail(f"{args.file}: no such ranker store")
+    try:
+        path = (export_told if args.counts else export_battles)(args.file, args.out)
+    except (ValueError, StoreFileError, OSError) as exc:
+        return _fail(exc)
+    print(f"wrote {path}")
+    return 0
