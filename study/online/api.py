@@ -43,6 +43,8 @@ class Outcome(Strict):
     store_id: Optional[StoreId] = None
     major: Optional[Count] = None
     other: Optional[Count] = None
+    side: Optional[Literal["major", "other"]] = None  # which of the pair the judge was shown first
+    bothbad: Count = 0  # how many of the ties were "both bad"
 
 
 class TellManyRequest(Strict):

@@ -197,15 +197,23 @@ def read_told_by(conn, path, ledger) -> None:
 
 
 # --- judge-clustered intervals -----------------------------------------------------------------
-def resolve_se(se, ledger) -> str:
-    """The covariance: ``"auto"`` is ``"cluster"`` where at least two named judges have told, else
-    ``"model"``; ``"cluster"`` needs a named judge (ValueError otherwise)."""
+def enough(ledger, parameters: int) -> bool:
+    """Are there clusters enough for a cluster-robust covariance of ``parameters`` = (n - 1) d free
+    parameters?  At the fit the clusters' score sums add up to zero, so their meat has rank at most
+    G - 1: it needs G - 1 >= (n - 1) d."""
+    return len(np.unique(clusters(ledger))) - 1 >= parameters
+
+
+def resolve_se(se, ledger, parameters: int) -> str:
+    """The covariance: ``"auto"`` is ``"cluster"`` where at least two named judges have told and
+    the clusters are enough (:func:`enough`), else ``"model"``; ``"cluster"`` needs a named judge
+    (ValueError otherwise)."""
     if se not in SE_CHOICES:
         raise ValueError(f"se must be one of {', '.join(SE_CHOICES)}, got {se!r}")
     named = np.unique(ledger.judge[: ledger.n_tells])
     named = named[named > 0]
     if se == "auto":
-        return "cluster" if len(named) >= 2 else "model"
+        return "cluster" if len(named) >= 2 and enough(ledger, parameters) else "model"
     if se == "cluster" and len(named) == 0:
         raise ValueError("se='cluster' clusters by judge, and no named judge has told (add judges: python -m "
                          "study.online judges add STORE NAME, and tell with their tokens)")
@@ -223,16 +231,21 @@ def clusters(ledger) -> np.ndarray:
 
 def clustered(result, theta, rows, ledger):
     """The judge-clustered version of a debiased result (its ``theta_d`` kept: the same estimate),
-    from :func:`study.debias` with ``se="cluster"`` at ``theta``."""
+    from :func:`study.debias` with ``se="cluster"`` at ``theta_d``."""
     import dataclasses
 
     from ..core.inference import debias
 
-    if not result.available:
-        return dataclasses.replace(result, se_method="cluster", _cache={})
+    n, d = theta.shape
+    if not result.available or not enough(ledger, (n - 1) * d):  # too few clusters: no interval
+        return dataclasses.replace(result, theta_d=np.full_like(result.theta_d, np.nan), available=False,
+                                   condition=np.inf, factor=None, se_method="cluster", _cache={})
     i, j, X, score, m, ties = rows.arrays()
     wins = score - 0.5 * ties  # outright wins (the rows keep a tie as half a win)
-    other = debias(theta, i, j, X, wins, m, ties=ties, se="cluster", clusters=clusters(ledger))
+    # at theta^d, one Newton step from theta, where the clusters' score sums add up to (nearly) zero
+    # as at the maximum-likelihood fit a leaderboard of the same rows uses (at a ridge theta they do
+    # not, and with few clusters that moves the SEs by several per cent)
+    other = debias(result.theta_d, i, j, X, wins, m, ties=ties, se="cluster", clusters=clusters(ledger))
     if not other.available:
         return dataclasses.replace(result, theta_d=np.full_like(result.theta_d, np.nan), available=False,
                                    condition=np.inf, factor=None, se_method="cluster", _cache={})

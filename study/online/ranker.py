@@ -366,7 +366,7 @@ class Ranker:
         batch = []
         for k, outcome in enumerate(outcomes):
             try:
-                batch.append(self._outcome(*outcome_fields(outcome)))
+                batch.append(self._outcome(*outcome_fields(outcome, judged=True)))
             except TicketError as exc:
                 raise exc.in_batch(k) from None
             except ValueError as exc:
@@ -492,7 +492,8 @@ class Ranker:
         """(theta, debiased result, told rows) of one consistent state; the result is the caller's own
         (a copy: writing into it cannot reach the estimate the policy sees)."""
         state = self._read()
-        se = judges.resolve_se(se, self._opened.ledger)  # "auto": by judge where two named judges told
+        se = judges.resolve_se(se, self._opened.ledger, (self.config.n_items - 1) * self.config.dim)  # "auto": by
+        # judge where two named judges told
         theta = state.estimate.theta.copy()
         with one_blas_thread():
             shared = state.debiased()

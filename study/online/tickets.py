@@ -70,20 +70,21 @@ class TicketError(ValueError):
         return TicketError(f"outcome {k}: {self}", reason=self.reason, ticket=self.ticket, outcome=k, stored=self.stored)
 
 
-def outcome_fields(outcome) -> tuple:
-    """(ticket, wins, m, ties, judge, side, bothbad) of one outcome of ``tell_many``: a ``(ticket, wins[, m[,
-    ties]])`` tuple or a mapping with those keys and optionally ``judge``, ``side`` (m None: the
-    ranker's M)."""
+def outcome_fields(outcome, judged: bool = False) -> tuple:
+    """(ticket, wins, m, ties) of one outcome of ``tell_many``: a ``(ticket, wins[, m[, ties]])``
+    tuple or a mapping with those keys (m None: the ranker's M); ``judged``: (ticket, wins, m, ties,
+    judge, side, bothbad), a mapping may also have the last three keys (:meth:`Ranker.tell`)."""
+    more = ("judge", "side", "bothbad") if judged else ()
     if isinstance(outcome, dict):
-        keys = {"ticket", "wins", "m", "ties", "judge", "side", "bothbad"}
-        if set(outcome) - keys or not {"ticket", "wins"} <= set(outcome):
-            raise ValueError(f"a mapping needs the keys ticket and wins (and may have m, ties, judge, side, bothbad), "
-                             f"got {sorted(outcome)}")
-        return (outcome["ticket"], outcome["wins"], outcome.get("m"), outcome.get("ties", 0), outcome.get("judge"),
-                outcome.get("side"), outcome.get("bothbad", 0))
+        if set(outcome) - {"ticket", "wins", "m", "ties", *more} or not {"ticket", "wins"} <= set(outcome):
+            optional = ", ".join(("m", "ties") + more)
+            raise ValueError(f"a mapping needs the keys ticket and wins (and may have {optional}), got {sorted(outcome)}")
+        common = outcome["ticket"], outcome["wins"], outcome.get("m"), outcome.get("ties", 0)
+        return common + ((outcome.get("judge"), outcome.get("side"), outcome.get("bothbad", 0)) if judged else ())
     if isinstance(outcome, (tuple, list)) and 2 <= len(outcome) <= 4:
         ticket, wins, *rest = outcome
-        return ticket, wins, rest[0] if rest else None, rest[1] if len(rest) > 1 else 0, None, None, 0
+        common = ticket, wins, rest[0] if rest else None, rest[1] if len(rest) > 1 else 0
+        return common + ((None, None, 0) if judged else ())
     raise ValueError(f"an outcome is (ticket, wins[, m[, ties]]) or a mapping, got {outcome!r}")
 
 
