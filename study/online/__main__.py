@@ -36,8 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="counts, the ranking with CIs, the ranking diagram (PNG)")
     show.add_argument("file", type=Path, help="the ranker's SQLite store")
-    show.add_argument("--se", choices=sorted(SE_TEXT), default="model",
-                      help="standard errors of the CIs: model (the paper's Phi_11) or sandwich (robust to ties)")
+    show.add_argument("--se", choices=["auto", *sorted(SE_TEXT)], default="auto",
+                      help="standard errors of the CIs: model (the paper's Phi_11), sandwich (robust to ties), "
+                           "cluster (by judge); auto: cluster where two named judges told, else model")
     show.add_argument("--level", type=float, default=0.95, help="CI level (default 0.95)")
     show.add_argument("--anytime", action="store_true",
                       help="show confidence sequences (valid however often one looks) instead of fixed-time CIs")
