@@ -1,5 +1,6 @@
 """The store's administration from the command line: ``python -m study.online judges add|revoke|list
-STORE [NAME]`` and ``python -m study.online export STORE OUT [--counts]``.
+STORE [NAME]``, ``python -m study.online export STORE OUT [--counts]`` and ``python -m
+study.online import STORE FILE`` (:mod:`study.online.importing`).
 
 ``judges add`` prints the new judge's token once (the store keeps its SHA-256 only); ``judges
 revoke`` refuses its token from then on; ``judges list`` prints every judge with its tells.
@@ -24,6 +25,14 @@ def add_arguments(commands) -> None:
     export.add_argument("out", type=Path, help="the file to write: .parquet, .csv or .jsonl")
     export.add_argument("--counts", action="store_true",
                         help="one row per told outcome (wins_a, wins_b, ties) instead of one per comparison")
+    load = commands.add_parser("import", help="import a battle log or judgments file as told rows (evidence, not a "
+                                              "prior)")
+    load.add_argument("file", type=Path, help="the ranker's SQLite store (existing)")
+    load.add_argument("judgments", type=Path, help="CSV, Parquet, JSON or JSON Lines, as study.leaderboard reads")
+    load.add_argument("--tie-rule", choices=("half", "drop-bothbad", "drop"), default="half",
+                      help="what a tie is (as in study.leaderboard; default half a win each)")
+    load.add_argument("--judge", default="auto", help="the judge column (default: 'judge' if present)")
+    load.add_argument("--context", default=None, help="a column of context vectors (default: 'context' if present)")
 
 
 def _fail(message) -> int:
@@ -59,6 +68,25 @@ def judges_command(args) -> int:
                         "revoked " + time.strftime("%Y-%m-%d %H:%M", time.gmtime(row["revoked"]))
                     print(f"{row['name']}\t{row['tells']} tells\tadded {when} UTC\t{state}")
     except (ValueError, StoreFileError) as exc:
+        return _fail(exc)
+    return 0
+
+
+def import_command(args) -> int:
+    from .importing import import_judgments
+    from .ranker import Ranker
+    from .store import StoreFileError
+
+    if not args.file.is_file():
+        return _fail(f"{args.file}: no such ranker store (create it with its items first)")
+    if not args.judgments.is_file():
+        return _fail(f"{args.judgments}: no such file")
+    try:
+        with Ranker(args.file) as ranker:
+            count = import_judgments(ranker, args.judgments, tie_rule=args.tie_rule,
+                                     judge=None if args.judge == "none" else args.judge, context=args.context)
+            print(f"imported {count} told rows from {args.judgments}: {ranker.n_told} told in all")
+    except (ValueError, StoreFileError, OSError) as exc:
         return _fail(exc)
     return 0
 
