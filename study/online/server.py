@@ -413,8 +413,13 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                 if ranker.n_asked == 0:
                     return refused(409, "nothing asked yet: no context to rank at", reason="nothing_asked")
                 x = ranker.mean_context()
-            table = ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
-            return {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": se,
+            try:
+                table = ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
+            except StoreError:
+                raise
+            except ValueError as exc:  # se=cluster where no named judge has told
+                return refused(409, str(exc), reason="no_judges")
+            return {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": table.attrs["se_method"],
                     "score": table.attrs["score"], "n_told": service.n_told, "rows": records(table),
                     "items": service.items()}
 

@@ -116,7 +116,9 @@ def test_two_named_judges_tell_through_their_own_tokens(judged_server, tmp_path)
     ranking = client.get(f"{API}/ranking", params={"se": "cluster"}).json()
     with Ranker(path, readonly=True) as ranker:
         ours = ranker.ranking(se="cluster")
-    assert "cluster" in str(ranking)  # the server's ranking names its SEs
+    assert ranking["se_method"] == "cluster" and [row["se_method"] for row in ranking["rows"]] == ["cluster"] * 4
+    np.testing.assert_allclose([row["se"] for row in ranking["rows"]], ours["se"], rtol=1e-12)
+    assert client.get(f"{API}/ranking", params={"se": "auto"}).json()["se_method"] == "cluster"
     # the battle log over HTTP: the leaderboard of it is the ranker's ranking
     for fmt in ("jsonl", "csv", "parquet"):
         answer = client.get(f"{API}/battles", params={"format": fmt})
@@ -137,6 +139,7 @@ def test_two_named_judges_tell_through_their_own_tokens(judged_server, tmp_path)
 def test_export_told_takes_a_client_and_its_told_frame(judged_server, tmp_path):
     path, client = judged_server
     admin = {"Authorization": f"Bearer {TOKEN}"}
+    assert client.get(f"{API}/ranking", params={"se": "cluster"}).status_code == 409  # nothing asked yet
     outcomes = []
     for k in range(80):
         ticket = client.post(f"{API}/ask", json={"x": [1.0]}, headers=admin).json()
@@ -148,6 +151,8 @@ def test_export_told_takes_a_client_and_its_told_frame(judged_server, tmp_path):
             rows = client.get(f"{API}/told", params={"after": 0, "limit": 1000}).json()["rows"]
             return pd.DataFrame(rows)
 
+    refused = client.get(f"{API}/ranking", params={"se": "cluster"})
+    assert refused.status_code == 409 and "no named judge" in refused.json()["detail"]
     expected = told_rows(path)
     for source in (HttpClient(), HttpClient().told()):
         frame = told_rows(source)
