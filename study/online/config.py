@@ -18,6 +18,7 @@ from ..core import _validate as check
 from ..core.limits import check_ranker_size
 from ..simulation.graph import check_edges
 from ..simulation.settings import TIE_BREAKS, Setting
+from . import horizon
 
 MAX_ABS_THETA0 = 1e6  # an initial utility per unit of context; beyond it every win probability is 0 or 1
 DEFAULTS = {"policy": "RB", "T": 10_000, "M": 1, "alpha": 0.25, "gamma": 5.0, "c_lambda": 0.1, "tie_break": "nearest"}
@@ -46,6 +47,11 @@ class Config:
     seed: dict  # {"entropy": int or list of ints, "spawn_key": [ints]}
     edges: tuple | None  # None: every pair of items
     theta0: tuple  # (n, d) nested tuples
+    # The horizon schedule (study.online.horizon): open (epochs of doubling horizon from T) or fixed
+    # at T; ``extended``: ((first step, horizon), ...) recorded where the horizon was raised.  Both
+    # are left out of the stored JSON at their defaults, so a fixed-T store is stored as before.
+    open_horizon: bool = False
+    extended: tuple = ()
 
     # --- building ------------------------------------------------------------------------------
     @classmethod
@@ -71,6 +77,8 @@ class Config:
             n_edges = None  # not a sequence: normal_edges names it
         check_ranker_size(n, d, T, n_edges)  # before any array of these sizes exists
         values["T0"] = g.get("T0", default_T0(T))
+        values["open_horizon"] = horizon.check_open(g.get("open_horizon", False))
+        values["extended"] = horizon.normal_extended(g.get("extended", ()), T, values["open_horizon"])
         seed = g["seed"] if "seed" in g else np.random.SeedSequence()
         values.update(n_items=n, dim=d, items=normal_items(g.get("items"), n), seed=normal_seed(seed),
                       edges=normal_edges(g.get("edges"), n),
@@ -90,7 +98,8 @@ class Config:
         names = [f.name for f in fields(cls)]
         if not isinstance(raw, dict):
             raise ValueError("the stored arguments are not a JSON object")
-        missing, unknown = sorted(set(names) - set(raw)), sorted(set(raw) - set(names))
+        missing = sorted(set(names) - set(raw) - set(horizon.OPTIONAL))
+        unknown = sorted(set(raw) - set(names))
         if missing or unknown:
             raise ValueError("the stored arguments " + "; ".join(
                 ([f"lack {', '.join(missing)}"] if missing else []) + ([f"have unknown {', '.join(unknown)}"] if unknown
@@ -100,12 +109,28 @@ class Config:
         config = cls.from_arguments(dict(raw))
         written = json.loads(config.to_json())
         if written != raw:
-            differences = [name for name in names if written[name] != raw[name]]
+            differences = [name for name in names if written.get(name) != raw.get(name)]
             raise ValueError(f"the stored arguments are not in the form this version writes ({', '.join(differences)})")
         return config
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        values = asdict(self)
+        for name, default in horizon.OPTIONAL.items():  # a fixed-T store's arguments as before
+            if values[name] == default:
+                del values[name]
+        if "extended" in values:
+            values["extended"] = [list(event) for event in values["extended"]]
+        return json.dumps(values, sort_keys=True)
+
+    # --- the horizon ---------------------------------------------------------------------------
+    def horizon_at(self, step: int) -> int:
+        """The horizon in force at step ``step`` (ask t = step t, told row k = step k)."""
+        return horizon.at(self.T, self.open_horizon, self.extended, step)
+
+    @property
+    def limit(self) -> int | None:
+        """The last ask allowed (None: an open horizon, no last ask)."""
+        return None if self.open_horizon else horizon.current(self.T, self.extended)
 
     def differences(self, given: dict) -> list[str]:
         """'name: stored X, given Y' for every given (not None) argument that differs."""
@@ -144,10 +169,12 @@ class Config:
         return np.random.SeedSequence(entropy if isinstance(entropy, int) else list(entropy),
                                       spawn_key=tuple(self.seed["spawn_key"]))
 
-    def setting(self) -> Setting:
+    def setting(self, T: int | None = None) -> Setting:
         """The :class:`study.Setting` the policy and the shared estimator read (T0, alpha, gamma,
-        c_lambda, tie-break, M, T, the graph); its truth is a placeholder (zeros): online there is none."""
-        return Setting(name="online", n_items=self.n_items, dim=self.dim, T=self.T, T0=self.T0, M=self.M,
+        c_lambda, tie-break, M, horizon ``T`` (default: the first), the graph); its truth is a
+        placeholder (zeros): online there is none."""
+        return Setting(name="online", n_items=self.n_items, dim=self.dim, T=self.T if T is None else T, T0=self.T0,
+                       M=self.M,
                        alpha=self.alpha, gamma=self.gamma, c_lambda=self.c_lambda, tie_break=self.tie_break,
                        truth=np.zeros((self.n_items, self.dim)), edges=self.edges_array(), init_var=0.0, ci_every=0)
 

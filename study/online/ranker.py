@@ -14,17 +14,12 @@ Ask t (1-based) is step t of the policy; told outcome k (in the order of the tel
 estimator, refitted with the schedule of step k.  Judges who answer out of order simply shift
 which estimate a later ask sees; the estimate itself depends only on the told rows and their order.
 
-Resuming without replay.  A tell stores, in its transaction, the estimate and (when due) a
-checkpoint of the estimator's whole state (:mod:`study.online.snapshot`); reopening verifies the
-store (:mod:`study.online.verify`), appends the told rows to the estimator's data without fitting,
-restores the checkpoint and refits only the few tells after it (:mod:`study.online.state`), so a
-reopened ranker continues bit for bit as an uninterrupted one.  The shared uniforms are a function
-of (seed, ask index); the policy's private generator is saved after every ask (its
-``bit_generator.state``, in the ask's row) and restored before the next one, whoever made it.  A
-policy's optional ``update(step, choice, wins)`` is called as each told row is applied, with a
-step that carries the ask's t, context and uniforms, the estimate before the row, and no generator
-(``rng=None``); its state is checkpointed through ``state_dict()``/``load_state_dict(state)`` (JSON)
-when it has them, else the history is refitted on reopening to rebuild it.
+Resuming without replay: a tell stores the estimate and (when due) a checkpoint of the
+estimator's state (:mod:`.snapshot`); reopening verifies the store (:mod:`.verify`), restores the
+checkpoint and refits the few tells after it (:mod:`.state`): bit for bit the uninterrupted run.
+The policy's generator state is saved with every ask; a policy's ``update`` state is checkpointed
+through ``state_dict``/``load_state_dict`` (else the history is refitted).  The horizon:
+:mod:`.horizon` (fixed, open, raised).
 """
 from __future__ import annotations
 
@@ -45,15 +40,16 @@ from ..policies import Step, policy_provenance, resolve_policy
 from ..simulation.replication import _checked
 from . import judges, report, snapshot, stopping
 from .config import Config, bounded_array
+from .raising import Raising
 from .state import LoopState, compare_with_stored
 from .tickets import Ticket, TicketError, check_batch, count, outcome_fields, ticket_key
 from .store import CHECKPOINTED, FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
 
-MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
 from .verify import Ledger, Opened, open_store, read_checkpoint, read_estimate, recheck_schema
+MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
 
 
-class Ranker:
+class Ranker(Raising):
     """An online ranker with a crash-safe store (one SQLite file per ranker).
 
     Parameters
@@ -71,8 +67,9 @@ class Ranker:
         A method: built-in (``"RB"``, the default, and the others of :data:`study.ALL_METHODS`),
         registered with :func:`study.register_policy`, or an import path ``"package.module:Name"``.
     T : int
-        The horizon: how many pairs the ranker hands out at most (default 10,000).  The policy and
-        the estimator use it as the simulations do (exploration, UCB width, lambda_t).
+        The horizon: how many pairs the ranker hands out at most.  The policy and the estimator use
+        it as the simulations do.  Not given on creation: an open horizon (:mod:`.horizon`, epochs
+        doubling from 10,000); a larger T on reopening raises it.  ``open_horizon=True``: open from T.
     T0 : int
         End of the first stage (constrained MLE, exploration for RB); default 0.4 T.
     M : int
@@ -119,9 +116,10 @@ class Ranker:
 
     def __init__(self, path, *, n_items=None, dim=None, policy=None, T=None, T0=None, M=None, alpha=None,
                  gamma=None, c_lambda=None, tie_break=None, seed=None, edges=None, items=None, theta0=None,
-                 readonly: bool = False, timeout: float = TIMEOUT):
+                 open_horizon=None, readonly: bool = False, timeout: float = TIMEOUT):
         given = dict(n_items=n_items, dim=dim, policy=policy, T=T, T0=T0, M=M, alpha=alpha, gamma=gamma,
-                     c_lambda=c_lambda, tie_break=tie_break, seed=seed, edges=edges, items=items, theta0=theta0)
+                     c_lambda=c_lambda, tie_break=tie_break, seed=seed, edges=edges, items=items, theta0=theta0,
+                     open_horizon=open_horizon)
         self.path = Path(path)
         if not isinstance(readonly, (bool, np.bool_)):
             raise ValueError(f"readonly must be True or False, got {readonly!r}")
@@ -136,7 +134,7 @@ class Ranker:
             raise ValueError("a read-only ranker takes no creation arguments")
         fresh = None
         if not readonly and (not self.path.exists() or (self.path.is_file() and self.path.stat().st_size == 0)):
-            fresh = Config.from_arguments(given)  # all checks before the file exists
+            fresh = Config.from_arguments(self._creation(given))  # all checks before the file exists
             resolve_policy(fresh.policy)
         self._store = Store(self.path, create=not readonly, readonly=readonly, timeout=timeout)
         try:
@@ -158,7 +156,7 @@ class Ranker:
             raise
 
     def _check_arguments(self, config: Config, given: dict) -> None:
-        differences = config.differences(given)
+        differences = config.differences(self._reopening(config, given))
         if differences:
             raise ValueError(f"{self.path} was created with other arguments: {'; '.join(differences)}. "
                              "Open it without them (or with the stored values) to continue it, or use another file")
@@ -176,7 +174,7 @@ class Ranker:
             if opened is None:
                 opened = open_store(conn, self.path)  # perhaps created by another process meanwhile
                 if opened is None:
-                    config = fresh if fresh is not None else Config.from_arguments(given)
+                    config = fresh if fresh is not None else Config.from_arguments(self._creation(given))
                     meta = {"store_id": secrets.token_hex(16), "arguments": config.to_json(),
                             "study_version": __version__,
                             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -222,6 +220,7 @@ class Ranker:
                 if checkpoint[1] is not None and not snapshot.current(checkpoint[1]):  # written by other code:
                     self._write_estimate(conn, state, force_checkpoint=True)  # refitted once, checkpointed anew
             self._state = state
+            self._raise_pending(conn)  # a larger T given on reopening
 
     @property
     def store_id(self):
@@ -236,6 +235,7 @@ class Ranker:
         if version != self._seen:
             if recheck_schema(conn, self.path, self._opened):  # upgraded by another process: verified anew
                 self._opened, self._state = open_store(conn, self.path), None
+            self._follow_horizon(conn)  # raised by another process
             self._opened.ledger.read(conn)
             if self._opened.format in CHECKPOINTED:
                 self._checkpoint = Store.checkpoint_info(conn)
@@ -319,17 +319,18 @@ class Ranker:
 
         def operation(conn, state):
             t = Store.last_ask(conn) + 1
-            if t > self.config.T:
-                raise ValueError(f"{self.path}: all T = {self.config.T} asks of this ranker's horizon are used; "
-                                 "create a new ranker with a larger T")
+            if self.config.limit is not None and t > self.config.limit:
+                raise ValueError(f"{self.path}: all T = {self.config.limit} asks of this ranker's horizon are used; "
+                                 "raise it (Ranker(path, T=larger), python -m study.online horizon STORE T)")
             try:
                 state.restore_rng(conn, t - 1)
             except StoreError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
             state.rng_ask = None  # until the ask is stored
-            step = Step(t, x, state.uniforms[t - 1], state.policy_graph, state.estimate.theta, state.debiased.for_policy,
-                        rng=state.rng, setting=state.setting)
-            major, other, explored = _checked(state.policy.select(step), self.config.policy, t, state.graph)
+            policy = state.policy_for(t)
+            step = Step(t, x, state.uniform(t), state.policy_graph, state.estimate.theta, state.debiased.for_policy,
+                        rng=state.rng, setting=state.setting_at(t))
+            major, other, explored = _checked(policy.select(step), self.config.policy, t, state.graph)
             now = time.time()
             conn.execute("INSERT INTO asks (id, x, major, other, explored, told_before, rng_state, status, asked_at) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
@@ -349,9 +350,8 @@ class Ranker:
         of the store, not revoked: :mod:`study.online.judges`; None: unknown); ``side``: which was
         shown first, ``"major"`` or ``"other"`` (None: not said); ``bothbad``: how many of the ties
         were "both bad" (``tie (bothbad)`` in an export; half a win each, as every tie).  One
-        transaction: the outcome,
-        the ticket closed and the refitted estimate (and its checkpoint, when due) are stored
-        together, or nothing is."""
+        transaction: the outcome, the ticket closed and the refitted estimate (and its checkpoint,
+        when due) are stored together, or nothing is."""
         self._tell([self._outcome(ticket, wins, m, ties, judge, side, bothbad)], many=False)
 
     def tell_many(self, outcomes) -> int:

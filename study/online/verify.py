@@ -160,7 +160,8 @@ class Ledger:
         size = len(self.major)
         if rows <= size:
             return
-        size = min(max(rows, 2 * size), self.config.T)
+        limit = self.config.limit  # None: an open horizon
+        size = max(rows, 2 * size) if limit is None else min(max(rows, 2 * size), limit)
         for name in ("X", "major", "other", "explored", "told_before", "tell_ask", "wins", "ties", "m", "judge", "side"):
             old = getattr(self, name)
             new = np.full((size,) + old.shape[1:], -1 if name == "side" else 0, dtype=old.dtype)
@@ -208,7 +209,7 @@ class Ledger:
         edge[in_range] = self.adjacency[major[in_range], other[in_range]]
         previous = np.r_[self.told_before[self.n_asks - 1] if self.n_asks else 0, told_before[:-1]]
         checks = [(ids != expected, lambda k: f"ticket ids jump from {ids[k - 1] if k else first - 1} to {ids[k]}"),
-                  (ids > c.T, lambda k: f"ticket {ids[k]} is beyond the horizon T = {c.T}")]
+                  (ids > (c.limit or check.MAX_INTEGER), lambda k: f"ticket {ids[k]} is beyond the horizon T = {c.limit}")]
         checks += [((types >> bit) & 1 == 1, lambda k, m=message: m) for bit, message in enumerate(_ASK_TYPES)]
         checks += [
             ((length != 8 * d) & (length >= 0), lambda k: f"x has {length[k]} bytes, not 8 d = {8 * d}"),
