@@ -110,3 +110,17 @@ def test_a_raise_by_another_process_is_followed(tmp_path):
     first.close()
     second.close()
     assert verify_store(path, replay=True)["replayed"]
+
+
+def test_the_horizon_command_raises_it(tmp_path, capsys):
+    from study.online.__main__ import main
+
+    path = tmp_path / "cli.sqlite"
+    with Ranker(path, n_items=3, dim=2, T=10, seed=1) as ranker:
+        ranker.tell(ranker.ask(np.ones(2)), 1)
+    assert main(["horizon", str(path), "30"]) == 0
+    assert "raised to T = 30 from ask 2" in capsys.readouterr().out
+    assert main(["horizon", str(path), "20"]) == 2
+    assert "does not raise" in capsys.readouterr().err
+    with Ranker(path, readonly=True) as ranker:
+        assert ranker.config.limit == 30
