@@ -116,9 +116,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve.serve(args)
-    if args.command in ("judges", "export", "import", "horizon"):
+    if args.command in ("judges", "export", "import", "horizon", "items"):
         return {"judges": admin.judges_command, "export": admin.export_command, "import": admin.import_command,
-                "horizon": admin.horizon_command}[args.command](args)
+                "horizon": admin.horizon_command, "items": admin.items_command}[args.command](args)
     return verify(args) if args.command == "verify" else show(args)
 
 

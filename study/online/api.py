@@ -166,6 +166,8 @@ class RankingRow(BaseModel):
     level: float
     anytime: bool
     se_method: str
+    retired: bool = Field(False, description="retired from the asks (python -m study.online items retire); its "
+                                            "told rows still count")
 
 
 class ItemStats(BaseModel):

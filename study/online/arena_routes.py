@@ -5,6 +5,7 @@
 POST judges            ``{"name"}`` -> ``{"name", "token"}``: a new judge (the token shown once)   (admin)
 GET  judges            every judge: name, created, revoked, tells                                  (admin)
 POST judges/revoke     ``{"name"}``: its token refused from now on                                (admin)
+POST items/retire      ``{"name"}``: the item never asked again, kept in the table (retired)     (admin)
 GET  battles           the battle log (:mod:`study.online.export`), ``format`` jsonl (default),
                        csv or parquet, tells after seq ``after``: what ``study.leaderboard`` reads
 =====================  ========================================================================
@@ -23,11 +24,11 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from . import judges
+from . import items, judges
 from .api import PREFIX as P
 from .export import battle_rows
 
-ADMIN = frozenset((f"{P}/judges", f"{P}/judges/revoke"))
+ADMIN = frozenset((f"{P}/judges", f"{P}/judges/revoke", f"{P}/items/retire"))
 MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
 
 
@@ -73,6 +74,17 @@ def router(service) -> APIRouter:
             except ValueError as exc:
                 return refused(exc)
             return {"name": body.name, "revoked": True}
+
+        return await service.call(work)
+
+    @routes.post("/items/retire", summary="retire an item from the asks; its rows and its row in the table stay "
+                                          "(admin token)")
+    async def retire_item(body: JudgeRequest):
+        def work():
+            try:
+                return {"name": body.name, "retired": True, "from_ask": items.retire(service.ranker, body.name)}
+            except ValueError as exc:
+                return refused(exc)
 
         return await service.call(work)
 

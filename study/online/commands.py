@@ -1,7 +1,8 @@
 """The store's administration from the command line: ``python -m study.online judges add|revoke|list
 STORE [NAME]``, ``python -m study.online export STORE OUT [--counts]`` and ``python -m
 study.online import STORE FILE`` (:mod:`study.online.importing`), ``python -m study.online horizon
-STORE T`` (raise the horizon: :mod:`study.online.horizon`).
+STORE T`` (raise the horizon: :mod:`study.online.horizon`), ``python -m study.online items retire
+STORE NAME`` (:mod:`study.online.items`).
 
 ``judges add`` prints the new judge's token once (the store keeps its SHA-256 only); ``judges
 revoke`` refuses its token from then on; ``judges list`` prints every judge with its tells.
@@ -34,6 +35,10 @@ def add_arguments(commands) -> None:
                       help="what a tie is (as in study.leaderboard; default half a win each)")
     load.add_argument("--judge", default="auto", help="the judge column (default: 'judge' if present)")
     load.add_argument("--context", default=None, help="a column of context vectors (default: 'context' if present)")
+    retire = commands.add_parser("items", help="retire an item: never asked again, kept in the table (marked)")
+    retire.add_argument("action", choices=("retire",))
+    retire.add_argument("file", type=Path, help="the ranker's SQLite store (existing)")
+    retire.add_argument("name", help="the item's name")
     raise_ = commands.add_parser("horizon", help="raise the store's horizon T from the next ask on (recorded)")
     raise_.add_argument("file", type=Path, help="the ranker's SQLite store (existing)")
     raise_.add_argument("T", type=int, help="the new horizon (larger than the one in force)")
@@ -106,6 +111,22 @@ def horizon_command(args) -> int:
             ranker.extend_horizon(args.T)
             kind = "open, doubling from it" if ranker.config.open_horizon else "the last ask"
             print(f"horizon raised to T = {args.T} from ask {ranker.n_asked + 1} on ({kind})")
+    except (ValueError, StoreFileError) as exc:
+        return _fail(exc)
+    return 0
+
+
+def items_command(args) -> int:
+    from . import items
+    from .ranker import Ranker
+    from .store import StoreFileError
+
+    if not args.file.is_file():
+        return _fail(f"{args.file}: no such ranker store")
+    try:
+        with Ranker(args.file) as ranker:
+            step = items.retire(ranker, args.name)
+            print(f"item {args.name!r} retired from ask {step} on (its told rows and its row in the table stay)")
     except (ValueError, StoreFileError) as exc:
         return _fail(exc)
     return 0

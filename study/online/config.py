@@ -52,6 +52,9 @@ class Config:
     # are left out of the stored JSON at their defaults, so a fixed-T store is stored as before.
     open_horizon: bool = False
     extended: tuple = ()
+    # ((first ask step, item), ...): items retired from the asks (study.online.items), kept in the
+    # likelihood and the table
+    retired: tuple = ()
 
     # --- building ------------------------------------------------------------------------------
     @classmethod
@@ -79,6 +82,7 @@ class Config:
         values["T0"] = g.get("T0", default_T0(T))
         values["open_horizon"] = horizon.check_open(g.get("open_horizon", False))
         values["extended"] = horizon.normal_extended(g.get("extended", ()), T, values["open_horizon"])
+        values["retired"] = normal_retired(g.get("retired", ()), n)
         seed = g["seed"] if "seed" in g else np.random.SeedSequence()
         values.update(n_items=n, dim=d, items=normal_items(g.get("items"), n), seed=normal_seed(seed),
                       edges=normal_edges(g.get("edges"), n),
@@ -118,8 +122,9 @@ class Config:
         for name, default in horizon.OPTIONAL.items():  # a fixed-T store's arguments as before
             if values[name] == default:
                 del values[name]
-        if "extended" in values:
-            values["extended"] = [list(event) for event in values["extended"]]
+        for name in ("extended", "retired"):
+            if name in values:
+                values[name] = [list(event) for event in values[name]]
         return json.dumps(values, sort_keys=True)
 
     # --- the horizon ---------------------------------------------------------------------------
@@ -178,6 +183,19 @@ class Config:
                        alpha=self.alpha, gamma=self.gamma, c_lambda=self.c_lambda, tie_break=self.tie_break,
                        truth=np.zeros((self.n_items, self.dim)), edges=self.edges_array(), init_var=0.0, ci_every=0)
 
+    def retired_at(self, t: int) -> frozenset:
+        """The items retired before ask ``t`` (never asked from it on)."""
+        return frozenset(item for step, item in self.retired if step <= t)
+
+    def active_edges(self, t: int) -> np.ndarray:
+        """The edges of the graph among the items not retired before ask ``t``."""
+        edges = self.edges_array()
+        gone = self.retired_at(t)
+        if not gone:
+            return edges
+        keep = ~(np.isin(edges[:, 0], list(gone)) | np.isin(edges[:, 1], list(gone)))
+        return edges[keep]
+
     @property
     def labels(self) -> list:
         return list(self.items) if self.items is not None else [str(k) for k in range(self.n_items)]
@@ -199,6 +217,26 @@ def normal_items(items, n: int):
     if len(set(names)) != n:
         raise ValueError("items must be distinct names")
     return names
+
+
+def normal_retired(events, n: int) -> tuple:
+    """((first ask step, item), ...) validated: steps non-decreasing from 1, items of 0..n-1, each once."""
+    if isinstance(events, (str, bytes)) or not hasattr(events, "__iter__"):
+        raise ValueError(f"retired must be a sequence of (first ask step, item) pairs, got {_short(events)}")
+    out, last, seen = [], 1, set()
+    for event in events:
+        try:
+            step, item = event
+        except (TypeError, ValueError):
+            raise ValueError(f"retired: {_short(event)} is not a (first ask step, item) pair") from None
+        step = check.integer("retired step", step, low=last, high=check.MAX_INTEGER)
+        item = check.integer("retired item", item, low=0, high=n - 1)
+        if item in seen:
+            raise ValueError(f"retired: item {item} is retired twice")
+        out.append((step, item))
+        last = step
+        seen.add(item)
+    return tuple(out)
 
 
 def normal_seed(seed) -> dict:

@@ -60,11 +60,14 @@ class Raising:
         extended = config.extended
         if extended and extended[-1][0] == step:  # raised twice before another ask: the last raise counts
             extended = extended[:-1]
-        raised = dataclasses.replace(config, extended=horizon.normal_extended(
-            extended + ((step, T),), config.T, config.open_horizon))
-        text = raised.to_json()
+        self._store_config(conn, dataclasses.replace(config, extended=horizon.normal_extended(
+            extended + ((step, T),), config.T, config.open_horizon)))
+
+    def _store_config(self, conn, config: Config) -> None:
+        """The arguments with a recorded event (a raise, a retirement), adopted once committed."""
+        text = config.to_json()
         conn.execute("UPDATE meta SET value = ? WHERE key = 'arguments'", (text,))
-        self._after_commit.append(lambda: self._adopt(raised, text))
+        self._after_commit.append(lambda: self._adopt(config, text))
 
     def _adopt(self, config: Config, text: str) -> None:
         self.config = self._opened.config = self._opened.ledger.config = config
@@ -73,7 +76,8 @@ class Raising:
         self._arguments = text
 
     def _follow_horizon(self, conn) -> None:
-        """Adopt a raise another process recorded (the only change of the arguments a store allows)."""
+        """Adopt a raise or a retirement another process recorded (the only changes of the arguments
+        a store allows: events appended)."""
         text = conn.execute("SELECT value FROM meta WHERE key = 'arguments'").fetchone()[0]
         if self._arguments is None:
             self._arguments = self.config.to_json()
@@ -84,8 +88,9 @@ class Raising:
         except ValueError as exc:
             raise StoreError(f"{self.path}: refused, meta key 'arguments': {exc}") from None
         old = self.config
-        if dataclasses.replace(config, extended=old.extended) != old or config.extended[:len(old.extended)] != \
-                old.extended:
+        events = ("extended", "retired")
+        if dataclasses.replace(config, **{e: getattr(old, e) for e in events}) != old or any(
+                getattr(config, e)[:len(getattr(old, e))] != getattr(old, e) for e in events):
             raise StoreError(f"{self.path}: refused, meta key 'arguments': changed while open other than by a raise "
-                             "of the horizon")
+                             "of the horizon or a retirement")
         self._adopt(config, text)

@@ -38,7 +38,7 @@ from ..core.sandwich import robust
 from ..core.threads import one_blas_thread
 from ..policies import Step, policy_provenance, resolve_policy
 from ..simulation.replication import _checked
-from . import judges, report, snapshot, stopping
+from . import items, judges, report, snapshot, stopping
 from .config import Config, bounded_array
 from .raising import Raising
 from .state import LoopState, compare_with_stored
@@ -327,10 +327,10 @@ class Ranker(Raising):
             except StoreError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
             state.rng_ask = None  # until the ask is stored
-            policy = state.policy_for(t)
-            step = Step(t, x, state.uniform(t), state.policy_graph, state.estimate.theta, state.debiased.for_policy,
+            policy, (graph, policy_graph) = state.policy_for(t), state.graphs_at(t)
+            step = Step(t, x, state.uniform(t), policy_graph, state.estimate.theta, state.debiased.for_policy,
                         rng=state.rng, setting=state.setting_at(t))
-            major, other, explored = _checked(policy.select(step), self.config.policy, t, state.graph)
+            major, other, explored = _checked(policy.select(step), self.config.policy, t, graph)
             now = time.time()
             conn.execute("INSERT INTO asks (id, x, major, other, explored, told_before, rng_state, status, asked_at) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
@@ -546,7 +546,8 @@ class Ranker(Raising):
         x = self._mean_context(rows) if x is None else x
         factor = (stopping.factor(result, level, True, stopping.tightest(self.config, tightest_at))
                   if anytime and result.available else None)
-        return report.ranking(theta, result, np.asarray(x, dtype=float), self.config.labels, level, factor)
+        return items.mark(report.ranking(theta, result, np.asarray(x, dtype=float), self.config.labels, level, factor),
+                          self.config)
 
     def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "auto", anytime: bool = True,
                  tightest_at=None):

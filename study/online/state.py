@@ -92,6 +92,7 @@ class LoopState:
         # The policy gets a copy of its own: a choice is checked against self.graph, which no
         # policy holds (a frozen copy can still be swapped field by field with object.__setattr__).
         self.policy_graph = ComparisonGraph.from_edges(edges, n)
+        self._active = {}  # the graphs without the retired items, for the last set retired
         self.estimate = self._estimate(T, self.setting)
         self.debiased = _SharedDebias(self.estimate, self.graph)
         self.seed = config.policy_seed()
@@ -141,6 +142,17 @@ class LoopState:
                 policy.load_state_dict(self.policy.state_dict())
             self.policy, self.update, self.policy_T = policy, getattr(policy, "update", None), T
         return self.policy
+
+    def graphs_at(self, t: int) -> tuple:
+        """(the graph a choice is checked against, the policy's copy) for ask ``t``: without the
+        items retired before it (:mod:`.items`)."""
+        gone = self.config.retired_at(t)
+        if not gone:
+            return self.graph, self.policy_graph
+        if gone not in self._active:
+            edges, n = self.config.active_edges(t), self.config.n_items
+            self._active = {gone: (ComparisonGraph.from_edges(edges, n), ComparisonGraph.from_edges(edges, n))}
+        return self._active[gone]
 
     def _capacity(self, seq: int) -> None:
         """The estimator sized for the horizon of told row ``seq`` (its capacity, which also picks
@@ -192,7 +204,7 @@ class LoopState:
         self._capacity(seq)
         score = wins + 0.5 * ties  # a tie is half a win for each side, as in the replays
         if self.update is not None:
-            step = Step(ask_id, x, self.uniform(ask_id), self.policy_graph, self.estimate.theta, self.debiased.for_policy,
+            step = Step(ask_id, x, self.uniform(ask_id), self.graphs_at(ask_id)[1], self.estimate.theta, self.debiased.for_policy,
                         rng=None, setting=self.setting_at(ask_id))
             self.update(step, Choice(major, other, explored), score)
         self.estimate.update(seq, major, other, x, score, m)

@@ -211,6 +211,9 @@ class Ledger:
         checks = [(ids != expected, lambda k: f"ticket ids jump from {ids[k - 1] if k else first - 1} to {ids[k]}"),
                   (ids > (c.limit or check.MAX_INTEGER), lambda k: f"ticket {ids[k]} is beyond the horizon T = {c.limit}")]
         checks += [((types >> bit) & 1 == 1, lambda k, m=message: m) for bit, message in enumerate(_ASK_TYPES)]
+        retired = np.full(n, check.MAX_INTEGER, dtype=np.int64)  # the first ask without each item
+        for step, item in c.retired:
+            retired[item] = step
         checks += [
             ((length != 8 * d) & (length >= 0), lambda k: f"x has {length[k]} bytes, not 8 d = {8 * d}"),
             (~finite, lambda k: "x holds NaN or inf"),
@@ -220,6 +223,8 @@ class Ledger:
             (major == other, lambda k: f"major = other = {major[k]}: an item compared with itself"),
             (in_range & (major != other) & ~edge,
              lambda k: f"({major[k]}, {other[k]}) is not an edge of the comparison graph"),
+            (in_range & ((ids >= retired[np.clip(major, 0, n - 1)]) | (ids >= retired[np.clip(other, 0, n - 1)])),
+             lambda k: f"({major[k]}, {other[k]}) names an item retired before it (study.online.items)"),
             ((explored != 0) & (explored != 1), lambda k: f"explored = {explored[k]} is not 0 or 1"),
             (told_before < previous, lambda k: f"told_before = {told_before[k]} is less than the previous ask's "
                                                f"{previous[k]}"),
