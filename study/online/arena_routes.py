@@ -5,6 +5,7 @@
 POST judges            ``{"name"}`` -> ``{"name", "token"}``: a new judge (the token shown once)   (admin)
 GET  judges            every judge: name, created, revoked, tells                                  (admin)
 POST judges/revoke     ``{"name"}``: its token refused from now on                                (admin)
+POST items             ``{"name"}`` -> ``{"name", "item"}``: a model added (explored first)       (admin)
 POST items/retire      ``{"name"}``: the item never asked again, kept in the table (retired)     (admin)
 GET  battles           the battle log (:mod:`study.online.export`), ``format`` jsonl (default),
                        csv or parquet, tells after seq ``after``: what ``study.leaderboard`` reads
@@ -28,7 +29,7 @@ from . import items, judges
 from .api import PREFIX as P
 from .export import battle_rows
 
-ADMIN = frozenset((f"{P}/judges", f"{P}/judges/revoke", f"{P}/items/retire"))
+ADMIN = frozenset((f"{P}/judges", f"{P}/judges/revoke", f"{P}/items", f"{P}/items/retire"))
 MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
 
 
@@ -74,6 +75,16 @@ def router(service) -> APIRouter:
             except ValueError as exc:
                 return refused(exc)
             return {"name": body.name, "revoked": True}
+
+        return await service.call(work)
+
+    @routes.post("/items", summary="add an item (a model) to the live store (admin token)")
+    async def add_item(body: JudgeRequest):
+        def work():
+            try:
+                return {"name": body.name, "item": items.add(service.ranker, body.name)}
+            except ValueError as exc:
+                return refused(exc)
 
         return await service.call(work)
 

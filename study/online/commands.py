@@ -1,7 +1,7 @@
 """The store's administration from the command line: ``python -m study.online judges add|revoke|list
 STORE [NAME]``, ``python -m study.online export STORE OUT [--counts]`` and ``python -m
 study.online import STORE FILE`` (:mod:`study.online.importing`), ``python -m study.online horizon
-STORE T`` (raise the horizon: :mod:`study.online.horizon`), ``python -m study.online items retire
+STORE T`` (raise the horizon: :mod:`study.online.horizon`), ``python -m study.online items add|retire
 STORE NAME`` (:mod:`study.online.items`).
 
 ``judges add`` prints the new judge's token once (the store keeps its SHA-256 only); ``judges
@@ -35,8 +35,9 @@ def add_arguments(commands) -> None:
                       help="what a tie is (as in study.leaderboard; default half a win each)")
     load.add_argument("--judge", default="auto", help="the judge column (default: 'judge' if present)")
     load.add_argument("--context", default=None, help="a column of context vectors (default: 'context' if present)")
-    retire = commands.add_parser("items", help="retire an item: never asked again, kept in the table (marked)")
-    retire.add_argument("action", choices=("retire",))
+    retire = commands.add_parser("items", help="add an item to a live store, or retire one (never asked again, "
+                                               "kept in the table, marked)")
+    retire.add_argument("action", choices=("add", "retire"))
     retire.add_argument("file", type=Path, help="the ranker's SQLite store (existing)")
     retire.add_argument("name", help="the item's name")
     raise_ = commands.add_parser("horizon", help="raise the store's horizon T from the next ask on (recorded)")
@@ -125,8 +126,13 @@ def items_command(args) -> int:
         return _fail(f"{args.file}: no such ranker store")
     try:
         with Ranker(args.file) as ranker:
-            step = items.retire(ranker, args.name)
-            print(f"item {args.name!r} retired from ask {step} on (its told rows and its row in the table stay)")
+            if args.action == "add":
+                index = items.add(ranker, args.name)
+                print(f"item {args.name!r} added as item {index}: one side of each of its first "
+                      f"{items.newcomer_asks(ranker.config)} asks")
+            else:
+                step = items.retire(ranker, args.name)
+                print(f"item {args.name!r} retired from ask {step} on (its told rows and its row in the table stay)")
     except (ValueError, StoreFileError) as exc:
         return _fail(exc)
     return 0

@@ -10,7 +10,7 @@ widths, the stage-2 ridge lambda_t = c_lambda sqrt(t M log T / n) and the shared
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
@@ -55,6 +55,10 @@ class Config:
     # ((first ask step, item), ...): items retired from the asks (study.online.items), kept in the
     # likelihood and the table
     retired: tuple = ()
+    # ((first ask step, first told row, item), ...): items added to a live store (study.online.items),
+    # the last ones of the index order; the estimator holds an item from the state after told row
+    # (first told row - 1) on
+    joined: tuple = ()
 
     # --- building ------------------------------------------------------------------------------
     @classmethod
@@ -83,6 +87,7 @@ class Config:
         values["open_horizon"] = horizon.check_open(g.get("open_horizon", False))
         values["extended"] = horizon.normal_extended(g.get("extended", ()), T, values["open_horizon"])
         values["retired"] = normal_retired(g.get("retired", ()), n)
+        values["joined"] = normal_joined(g.get("joined", ()), n)
         seed = g["seed"] if "seed" in g else np.random.SeedSequence()
         values.update(n_items=n, dim=d, items=normal_items(g.get("items"), n), seed=normal_seed(seed),
                       edges=normal_edges(g.get("edges"), n),
@@ -122,7 +127,7 @@ class Config:
         for name, default in horizon.OPTIONAL.items():  # a fixed-T store's arguments as before
             if values[name] == default:
                 del values[name]
-        for name in ("extended", "retired"):
+        for name in ("extended", "retired", "joined"):
             if name in values:
                 values[name] = [list(event) for event in values[name]]
         return json.dumps(values, sort_keys=True)
@@ -183,6 +188,19 @@ class Config:
                        alpha=self.alpha, gamma=self.gamma, c_lambda=self.c_lambda, tie_break=self.tie_break,
                        truth=np.zeros((self.n_items, self.dim)), edges=self.edges_array(), init_var=0.0, ci_every=0)
 
+    def n_at_row(self, row: int) -> int:
+        """How many items the estimator holds after told row ``row`` (0: before any)."""
+        return self.n_items - sum(1 for _, first_row, _ in self.joined if first_row > row + 1)
+
+    def sub(self, n: int) -> "Config":
+        """The config of the first ``n`` items (the store's before the later ones joined)."""
+        if n == self.n_items:
+            return self
+        edges = None if self.edges is None else tuple((a, b) for a, b in self.edges if a < n and b < n)
+        return replace(self, n_items=n, items=None if self.items is None else self.items[:n], edges=edges,
+                       theta0=self.theta0[:n], joined=tuple(e for e in self.joined if e[2] < n),
+                       retired=tuple(e for e in self.retired if e[1] < n))
+
     def retired_at(self, t: int) -> frozenset:
         """The items retired before ask ``t`` (never asked from it on)."""
         return frozenset(item for step, item in self.retired if step <= t)
@@ -236,6 +254,28 @@ def normal_retired(events, n: int) -> tuple:
         out.append((step, item))
         last = step
         seen.add(item)
+    return tuple(out)
+
+
+def normal_joined(events, n: int) -> tuple:
+    """((first ask step, first told row, item), ...) validated: the last items in order, steps and
+    rows non-decreasing from 1."""
+    if isinstance(events, (str, bytes)) or not hasattr(events, "__iter__"):
+        raise ValueError(f"joined must be a sequence of (first ask, first told row, item), got {_short(events)}")
+    events = list(events)
+    out, last = [], (1, 1)
+    for k, event in enumerate(events):
+        try:
+            step, row, item = event
+        except (TypeError, ValueError):
+            raise ValueError(f"joined: {_short(event)} is not a (first ask, first told row, item) triple") from None
+        step = check.integer("joined step", step, low=last[0], high=check.MAX_INTEGER)
+        row = check.integer("joined row", row, low=last[1], high=step)
+        item = check.integer("joined item", item, low=0, high=n - 1)
+        if item != n - len(events) + k:
+            raise ValueError(f"joined: item {item} is not the {k + 1}th of the last {len(events)} items")
+        out.append((step, row, item))
+        last = (step, row)
     return tuple(out)
 
 

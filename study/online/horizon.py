@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..core import _validate as check
 
-OPTIONAL = {"open_horizon": False, "extended": (), "retired": ()}  # Config fields stored only when not at these defaults
+OPTIONAL = {"open_horizon": False, "extended": (), "retired": (), "joined": ()}  # Config fields stored only when not at these defaults
 
 
 def check_open(value) -> bool:

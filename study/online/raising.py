@@ -27,6 +27,12 @@ class Raising:
     def _reopening(self, config: Config, given: dict) -> dict:
         """The given arguments to compare with the stored ones: a T larger than the horizon in
         force is a raise (recorded once the store is open), the stored or current T is no change."""
+        if config.joined:  # the creation arguments of a store that items joined since
+            first = config.n_items - len(config.joined)
+            if given.get("n_items") == first:
+                given = {**given, "n_items": None}
+            if given.get("items") is not None and list(map(str, given["items"])) == config.labels[:first]:
+                given = {**given, "items": None}
         T = given.get("T")
         if T is None or isinstance(T, bool) or not isinstance(T, int):
             return given
@@ -69,9 +75,12 @@ class Raising:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'arguments'", (text,))
         self._after_commit.append(lambda: self._adopt(config, text))
 
-    def _adopt(self, config: Config, text: str) -> None:
-        self.config = self._opened.config = self._opened.ledger.config = config
-        if self._state is not None:
+    def _adopt(self, config: Config, text: str, rebuild: bool = False) -> None:
+        self.config = self._opened.config = config
+        self._opened.ledger.set_config(config)
+        if rebuild:  # items added by another process: the state is rebuilt from the store
+            self._state = None
+        elif self._state is not None:
             self._state.config = config
         self._arguments = text
 
@@ -88,9 +97,12 @@ class Raising:
         except ValueError as exc:
             raise StoreError(f"{self.path}: refused, meta key 'arguments': {exc}") from None
         old = self.config
-        events = ("extended", "retired")
-        if dataclasses.replace(config, **{e: getattr(old, e) for e in events}) != old or any(
+        events = ("extended", "retired", "joined")
+        base = config.sub(old.n_items) if config.n_items > old.n_items else config
+        if base.labels == old.labels:
+            base = dataclasses.replace(base, items=old.items)
+        if dataclasses.replace(base, **{e: getattr(old, e) for e in events}) != old or any(
                 getattr(config, e)[:len(getattr(old, e))] != getattr(old, e) for e in events):
             raise StoreError(f"{self.path}: refused, meta key 'arguments': changed while open other than by a raise "
-                             "of the horizon or a retirement")
-        self._adopt(config, text)
+                             "of the horizon, an item added or retired")
+        self._adopt(config, text, rebuild=config.n_items != old.n_items)

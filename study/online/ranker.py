@@ -330,7 +330,8 @@ class Ranker(Raising):
             policy, (graph, policy_graph) = state.policy_for(t), state.graphs_at(t)
             step = Step(t, x, state.uniform(t), policy_graph, state.estimate.theta, state.debiased.for_policy,
                         rng=state.rng, setting=state.setting_at(t))
-            major, other, explored = _checked(policy.select(step), self.config.policy, t, graph)
+            major, other, explored = items.newcomer(self.config, self._opened.ledger, state, t) or \
+                _checked(policy.select(step), self.config.policy, t, graph)
             now = time.time()
             conn.execute("INSERT INTO asks (id, x, major, other, explored, told_before, rng_state, status, asked_at) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",

@@ -136,12 +136,10 @@ class Ledger:
     """The verified asks and tells of a store, in memory (append-only), read from it in order."""
 
     def __init__(self, path, config: Config, judged: bool = False):
-        self.path, self.config = path, config
+        self.path = path
         self.judged = judged  # a format-3 store: told_by rows (judge, side) are read with the tells
-        n, d, T = config.n_items, config.dim, config.T
-        self.adjacency = np.zeros((n, n), dtype=bool)
-        edges = config.edges_array()
-        self.adjacency[edges[:, 0], edges[:, 1]] = self.adjacency[edges[:, 1], edges[:, 0]] = True
+        d, T = config.dim, config.T
+        self.set_config(config)
         size = min(T, 1024)  # grown as rows come (a horizon of millions costs nothing up front)
         self.X = np.zeros((size, d))
         self.major, self.other = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
@@ -154,6 +152,14 @@ class Ledger:
         self.told_by_seen = 0  # the last told_by row read
         self.told_at = np.zeros(size + 1, dtype=np.int64)  # seq that told ask id (0: none)
         self.n_asks = self.n_tells = 0
+
+    def set_config(self, config: Config) -> None:
+        """The arguments (and the comparison graph) the next rows are checked against: a raise of
+        the horizon, an item added or retired (events only append)."""
+        self.config, n = config, config.n_items
+        self.adjacency = np.zeros((n, n), dtype=bool)
+        edges = config.edges_array()
+        self.adjacency[edges[:, 0], edges[:, 1]] = self.adjacency[edges[:, 1], edges[:, 0]] = True
 
     def _reserve(self, rows: int) -> None:
         """Room for ``rows`` asks (and tells): the arrays doubled as needed, up to the horizon."""
@@ -214,6 +220,9 @@ class Ledger:
         retired = np.full(n, check.MAX_INTEGER, dtype=np.int64)  # the first ask without each item
         for step, item in c.retired:
             retired[item] = step
+        joined = np.zeros(n, dtype=np.int64)  # the first ask that may name each item
+        for step, _, item in c.joined:
+            joined[item] = step
         checks += [
             ((length != 8 * d) & (length >= 0), lambda k: f"x has {length[k]} bytes, not 8 d = {8 * d}"),
             (~finite, lambda k: "x holds NaN or inf"),
@@ -225,6 +234,8 @@ class Ledger:
              lambda k: f"({major[k]}, {other[k]}) is not an edge of the comparison graph"),
             (in_range & ((ids >= retired[np.clip(major, 0, n - 1)]) | (ids >= retired[np.clip(other, 0, n - 1)])),
              lambda k: f"({major[k]}, {other[k]}) names an item retired before it (study.online.items)"),
+            (in_range & ((ids < joined[np.clip(major, 0, n - 1)]) | (ids < joined[np.clip(other, 0, n - 1)])),
+             lambda k: f"({major[k]}, {other[k]}) names an item added after it (study.online.items)"),
             ((explored != 0) & (explored != 1), lambda k: f"explored = {explored[k]} is not 0 or 1"),
             (told_before < previous, lambda k: f"told_before = {told_before[k]} is less than the previous ask's "
                                                f"{previous[k]}"),
