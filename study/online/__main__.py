@@ -1,7 +1,7 @@
 """``python -m study.online show FILE`` and ``python -m study.online verify FILE``: what a
 ranker's store holds, and whether it is one to trust, without changing it; ``python -m
-study.online serve FILE``: the ranker as a service (:mod:`study.online.serve`); ``judges`` and
-``export``: :mod:`study.online.commands`.
+study.online serve FILE``: the ranker as a service (:mod:`study.online.serve`); ``judges``,
+``export``, ``import``, ``horizon`` and ``items``: :mod:`study.online.commands`.
 
 ``show`` prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and
 ties), the current ranking with CIs (``--anytime``: confidence sequences) at the mean told context

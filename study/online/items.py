@@ -13,7 +13,7 @@ The rule by which the policy explores a newcomer: **for its first** :data:`NEWCO
 uniformly (by the policy's own generator, saved with the ask) from its neighbours that are not
 retired; the ask is marked explored.  Several newcomers: the one with the fewest asks first.  10 d
 asks give the newcomer's d parameters 10 comparisons each (times M); the width they reach is
-measured in docs/online.md ("Adding an item").
+measured in docs/online.md ("Adding a model"; ``python -m benchmarks.newcomer``).
 
 **Retiring**: items retired from a live store: never asked again, kept in the likelihood and in the table.
 
