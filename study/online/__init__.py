@@ -10,6 +10,8 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 * :mod:`study.online.verify`  the store verified before it is trusted (schema, meta, every row).
 * :mod:`study.online.audit`   :func:`verify_store`, the whole check of ``python -m study.online verify``.
 * :mod:`study.online.config`  the creation arguments, stored and compared on reopening.
+* :mod:`study.online.horizon` the horizon: fixed (the paper's), open (doubling epochs) or raised.
+* :mod:`study.online.items`   models added to and retired from a live store.
 * :mod:`study.online.report`  CIs, rankings and diagrams, each naming its standard errors.
 * :mod:`study.online.export`  a store's told rows as a table (Parquet, CSV, JSON Lines) that
   ``python -m study.leaderboard`` reads back.
@@ -20,6 +22,8 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 * ``python -m study.online show FILE``  counts, the ranking with CIs, the diagram as a PNG.
 * ``python -m study.online verify FILE [--replay]``  is the file a store to trust?
 * ``python -m study.online serve FILE [--host 127.0.0.1] [--port 8000]``  the ranker as a service.
+* ``python -m study.online horizon FILE T``, ``items add|retire FILE NAME``  a live store's horizon
+  and models.
 
 See docs/online.md.
 """

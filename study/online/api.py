@@ -44,6 +44,8 @@ class Outcome(Strict):
     store_id: Optional[StoreId] = None
     major: Optional[Count] = None
     other: Optional[Count] = None
+    side: Optional[Literal["major", "other"]] = None  # which of the pair the judge was shown first
+    bothbad: Count = 0  # how many of the ties were "both bad"
 
 
 class TellManyRequest(Strict):
@@ -174,6 +176,8 @@ class RankingRow(BaseModel):
                                                      "this one's upper bound (marginal intervals)")
     judgments: Optional[int] = Field(None, description="comparisons told that involve the item")
     preliminary: Optional[bool] = Field(None, description="fewer judgments than min_judgments")
+    retired: bool = Field(False, description="retired from the asks (python -m study.online items retire); its "
+                                            "told rows still count")
 
 
 class ItemStats(BaseModel):

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import numpy as np
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -61,7 +61,7 @@ from starlette.staticfiles import StaticFiles
 from .._version import __version__
 from ..core import _validate as check
 from ..core.confseq import check_tightest_at
-from . import api, report
+from . import api, arena_routes, report
 from .config import bounded_array
 from .hardening import HEADER_TIMEOUT, LOOPBACK_NAMES, MAX_BODY, HostGate, SlowBody, is_loopback
 from .service import MAX_PAGE, Service, draw
@@ -72,7 +72,7 @@ from .tickets import Ticket, TicketError
 STATIC = Path(__file__).with_name("static")
 P = api.PREFIX
 REFUSALS = {code: {"model": api.Refusal} for code in (401, 403, 404, 409, 413, 503)}
-SE = Literal["model", "sandwich"]
+SE = Literal["model", "sandwich", "cluster", "auto"]
 
 
 class BodyLimit:
@@ -114,12 +114,14 @@ class TokenGate:
     WRITES = frozenset(f"{P}/{name}" for name in ("ask", "tell", "tell_many", "expire"))
     OPEN = frozenset((f"{P}/health", f"{P}/openapi.json", P, f"{P}/"))
 
-    def __init__(self, app, token: str, reads_need_token: bool):
+    def __init__(self, app, token: str, reads_need_token: bool, judge_of=None):
         self.app, self.expected, self.reads_need_token = app, f"bearer {token}".encode(), reads_need_token
+        self.judge_of = judge_of  # async token -> a judge's name or None (study.online.arena_routes)
 
     @classmethod
     def guarded(cls, path: str, reads_need_token: bool) -> bool:
-        return path in cls.WRITES or (reads_need_token and path.startswith(f"{P}/") and path not in cls.OPEN)
+        return path in cls.WRITES or path in arena_routes.ADMIN or (
+            reads_need_token and path.startswith(f"{P}/") and path not in cls.OPEN)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and self.guarded(scope["path"], self.reads_need_token):
@@ -130,7 +132,11 @@ class TokenGate:
                                "the file beside the store, or the server's STUDY_ONLINE_TOKEN)"},
                     status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             if not secrets.compare_digest(b"bearer " + given[7:].strip(), self.expected):
-                return await JSONResponse({"detail": "wrong token"}, status_code=403)(scope, receive, send)
+                judge = None if self.judge_of is None or scope["path"] in arena_routes.ADMIN else \
+                    await self.judge_of(given[7:].strip().decode("latin-1"))
+                if judge is None:
+                    return await JSONResponse({"detail": "wrong token"}, status_code=403)(scope, receive, send)
+                scope.setdefault("state", {})["judge"] = judge  # a named judge's token: its tells carry the name
         await self.app(scope, receive, send)
 
 
@@ -200,8 +206,10 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                   redoc_url=None, description=__doc__.split("\n\n")[0], lifespan=lifespan)
     app.add_middleware(SlowBody, seconds=body_timeout)
     app.add_middleware(BodyLimit, limit=max_body)
-    app.add_middleware(TokenGate, token=token, reads_need_token=reads_need_token)
+    app.add_middleware(TokenGate, token=token, reads_need_token=reads_need_token,
+                       judge_of=lambda given: arena_routes.judge_of(service, given))
     app.add_middleware(HostGate, allowed=allowed_hosts)  # the last added runs first: a foreign Host learns nothing
+    app.include_router(arena_routes.router(service))
     app.state.service = service
     call = service.call  # every use of the ranker, in its thread
     default_min_judgments = min_judgments
@@ -257,6 +265,8 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
             raise invalid(loc + ("m",), f"m = {m} exceeds M = {M}, the comparisons per ask of this ranker", m)
         if body.wins + body.ties > m:
             raise invalid(loc + ("wins",), f"wins + ties = {body.wins} + {body.ties} exceeds m = {m}", body.wins)
+        if body.bothbad > body.ties:
+            raise invalid(loc + ("bothbad",), f"bothbad = {body.bothbad} exceeds ties = {body.ties}", body.bothbad)
         return ticket_of(body, loc), body.wins, m, body.ties
 
     def ticket_of(body, loc):
@@ -311,12 +321,13 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
         return await call(work)
 
     @app.post(f"{P}/tell", response_model=api.Told, responses=REFUSALS, summary="one outcome (one transaction)")
-    async def tell(body: api.Outcome):
+    async def tell(body: api.Outcome, request: Request):
         told = outcome(body, ("body",))
 
         def work():
             try:
-                service.ranker.tell(*told)
+                service.ranker.tell(*told, judge=request.scope.get("state", {}).get("judge"), side=body.side,
+                                    bothbad=body.bothbad)
             except TicketError as exc:
                 return ticket_refused(exc, told_as_asked(exc, [told]))
             return JSONResponse({"ticket": body.ticket, "seq": service.n_told, "n_told": service.n_told})
@@ -325,7 +336,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     @app.post(f"{P}/tell_many", response_model=api.ToldMany, responses=REFUSALS,
               summary="a batch of outcomes (one transaction: all or none)")
-    async def tell_many(body: api.TellManyRequest):
+    async def tell_many(body: api.TellManyRequest, request: Request):
         batch, seen = [], {}
         for k, o in enumerate(body.outcomes):
             if o.ticket in seen:
@@ -336,7 +347,9 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
         def work():
             try:
-                told = service.ranker.tell_many([(t, w, m, c) for t, w, m, c in batch])
+                judge = request.scope.get("state", {}).get("judge")
+                told = service.ranker.tell_many([dict(ticket=t, wins=w, m=m, ties=c, judge=judge, side=o.side,
+                                                      bothbad=o.bothbad) for (t, w, m, c), o in zip(batch, body.outcomes)])
             except TicketError as exc:
                 return ticket_refused(exc, told_as_asked(exc, batch))
             n = service.n_told
@@ -415,9 +428,15 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                 if ranker.n_asked == 0:
                     return refused(409, "nothing asked yet: no context to rank at", reason="nothing_asked")
                 x = ranker.mean_context()
-            table = ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
-            result = ranker._snapshot(se)[1] if ranks and table.attrs["score"] == "debiased" else None
-            return x, {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": se,
+            try:
+                table = ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
+            except StoreError:
+                raise
+            except ValueError as exc:  # se=cluster where no named judge has told
+                return refused(409, str(exc), reason="no_judges")
+            method = table.attrs["se_method"]  # "auto" resolved
+            result = ranker._snapshot(method)[1] if ranks and table.attrs["score"] == "debiased" else None
+            return x, {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": method,
                        "score": table.attrs["score"], "n_told": service.n_told, "rows": records(table),
                        "items": service.items()}, result
 

@@ -130,7 +130,10 @@ def test_the_schema_names_every_route_and_the_token(store):
     paths = {p.removeprefix(API) for p in schema["paths"]}
     assert paths == {"/ask", "/tell", "/tell_many", "/expire", "/pending", "/state", "/config", "/estimate",
                      "/ranking", "/intervals", "/decision", "/told", "/timeline", "/diagram.svg", "/diagram",
-                     "/health", "/"}
+                     "/health", "/judges", "/judges/revoke", "/battles", "/items", "/items/retire", "/"}
+    for method, route in (("post", "/judges"), ("get", "/judges"), ("post", "/judges/revoke"), ("post", "/items"),
+                          ("post", "/items/retire")):  # the admin's
+        assert schema["paths"][f"{API}{route}"][method]["security"] == [{"HTTPBearer": []}]
     tell = schema["paths"][f"{API}/tell"]["post"]
     assert tell["security"] == [{"HTTPBearer": []}] and {"401", "403", "404", "409", "413", "422"} <= set(tell["responses"])
     assert "security" not in schema["paths"][f"{API}/health"]["get"]
