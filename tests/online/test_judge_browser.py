@@ -83,6 +83,7 @@ def test_two_judges_vote_by_clicks_and_keys(tmp_path):
                     revealed = page.inner_text("#revealed")
                     assert sum(m in revealed for m in MODELS) == 2, revealed
                 assert long_ones >= 1  # (alpha's 15 long responses: some were shown)
+                page.wait_for_function("window.studyJudge.shown.length === 31")  # the next one, at once
                 shown = page.evaluate("window.studyJudge.shown")
                 assert len(set(shown)) == len(shown) == 31
                 context.close()
