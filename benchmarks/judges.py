@@ -86,7 +86,8 @@ def main(argv=None) -> int:
     planted = run(args.runs, args.votes)
     honest = run(args.runs, args.votes, honest_only=True)
     print(f"{args.runs} seeded panels of {JUDGES} judges x {args.votes} votes (seeds 0..{args.runs - 1})")
-    print(f"planted panel: exactly the 3 flagged in {planted['exact']:.3f} (SE {_se(planted['exact'], args.runs):.3f}); "
+    print(f"planted panel: exactly the 3 flagged in {planted['exact']:.3f} "
+          f"(SE {_se(planted['exact'], args.runs):.3f}); "
           f"an honest judge flagged in {planted['false_alarm']:.3f}; power per planted judge {planted['power']}")
     print(f"honest panel: any judge flagged in {honest['false_alarm']:.3f} "
           f"(SE {_se(honest['false_alarm'], args.runs):.3f}; Holm's bound 0.05)")

@@ -224,7 +224,8 @@ def _decode(frame, source, kind):
         left = _text(frame, "left", source, kind)
         bad = np.flatnonzero((left != a) & (left != b))
         if bad.size:
-            raise _error(source, f"{_where(kind, int(bad[0]), 'left')}: {left[bad[0]]!r} is neither model_a nor model_b")
+            raise _error(source, f"{_where(kind, int(bad[0]), 'left')}: {left[bad[0]]!r} is neither model_a "
+                                 "nor model_b")
         b_left = left == b
     elif "side" in frame.columns:
         side = _text(frame, "side", source, kind)
@@ -378,7 +379,8 @@ def judge_report(battles, *, scores=None, level: float = 0.95, alpha: float = 0.
                      "decisive": n_d, "left_share": float(y[d].mean()) if n_d else math.nan,
                      "left_lower": float(lower), "left_upper": float(upper),
                      "side_z": side_z, "side_p": 2 * stats.norm.sf(abs(side_z)) if math.isfinite(side_z) else math.nan,
-                     "misfit_z": misfit_z, "misfit_p": stats.norm.cdf(misfit_z) if math.isfinite(misfit_z) else math.nan,
+                     "misfit_z": misfit_z,
+                     "misfit_p": stats.norm.cdf(misfit_z) if math.isfinite(misfit_z) else math.nan,
                      "overlapped": n_over, "agree_share": agree / pairs if pairs else math.nan})
     table = pd.DataFrame(rows)
     rejected = _holm(np.concatenate([table["side_p"].to_numpy(float), table["misfit_p"].to_numpy(float)]), alpha)

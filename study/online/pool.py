@@ -147,7 +147,8 @@ def read_pool(prompts, responses, *, category=None, features=None, context=None,
     seen = {}
     for row, q in enumerate(ids):
         if q in seen:
-            raise _error(source, f"{where(kind, row, 'question_id')}: question {q!r} again (first at row {seen[q] + 1})")
+            raise _error(source, f"{where(kind, row, 'question_id')}: question {q!r} again "
+                                 f"(first at row {seen[q] + 1})")
         seen[q] = row
     X, codes, names = context_columns.build(table, source, kind, category=category, features=features,
                                             vector=context, embed=embed, intercept=intercept, dim=dim,

@@ -73,7 +73,8 @@ def test_two_judges_vote_by_clicks_and_keys(tmp_path):
                     long_ones += page.evaluate("[...document.querySelectorAll('.response')].filter(e => "
                                                "e.scrollHeight > e.clientHeight + 100).length")
                     if width == 390:
-                        wide = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+                        wide = page.evaluate("document.documentElement.scrollWidth - "
+                                             "document.documentElement.clientWidth")
                         assert wide <= 0, f"{wide} px of sideways scroll at 390 px"
                     if by_keys:
                         page.keyboard.press("1234"[k % 4])
@@ -95,5 +96,6 @@ def test_two_judges_vote_by_clicks_and_keys(tmp_path):
     rows = pd.read_json(tmp_path / "votes.jsonl", lines=True)
     assert rows.groupby("judge").size().to_dict() == {"ann": 30, "bob": 30}
     assert not rows.duplicated(["judge", "question_id"]).any()
-    assert (rows["left"] == rows["model_a"]).all() and rows["seconds"].notna().all() and rows["tstamp"].is_monotonic_increasing
+    assert (rows["left"] == rows["model_a"]).all() and rows["seconds"].notna().all()
+    assert rows["tstamp"].is_monotonic_increasing
     assert rows["winner"].tolist()[:4] == ["model_a", "model_b", "tie", "tie (bothbad)"]
