@@ -12,7 +12,7 @@ from scipy import stats
 
 from benchmarks.judges import simulate_panel
 from study.leaderboard.__main__ import main
-from study.leaderboard.judges import judge_report, krippendorff_alpha, wilson
+from study.leaderboard.judges import judge_report, krippendorff_alpha, null_pvalues, wilson
 
 
 @pytest.mark.parametrize("k, n", [(0, 10), (7, 20), (55, 100), (300, 301)])
@@ -71,7 +71,6 @@ def test_the_two_score_tests_by_hand():
     row = report.judges.iloc[0]
     assert row["side_z"] == pytest.approx(resid / math.sqrt(var), rel=1e-12)
     assert row["misfit_z"] == pytest.approx(score / math.sqrt(info), rel=1e-12)
-    assert row["misfit_p"] == pytest.approx(stats.norm.cdf(score / math.sqrt(info)), rel=1e-12)
     assert row["decisive"] == 25 and row["tie_share"] == pytest.approx(1 / 6)
 
 
@@ -118,9 +117,12 @@ def test_a_planted_panel_flags_the_three_and_no_honest_judge(seed):
     assert 0.45 < report.overall["left_share"] < 0.56
 
 
-def test_honest_panels_flag_nobody():
-    for seed in range(6):
-        assert judge_report(simulate_panel(100 + seed, biased=(), random=()), draws=20).flagged == []
+def test_honest_panels_are_rarely_flagged():
+    # Holm's bound: a judge of an honest panel flagged with probability <= 0.05 (the benchmark
+    # measures 0.025 over 200 panels); 30 panels, fixed seeds: at most 3 with a flag
+    alarms = sum(bool(judge_report(simulate_panel(100 + seed, votes=150, biased=(), random=()), draws=10).flagged)
+                 for seed in range(30))
+    assert alarms <= 3
 
 
 def test_the_command_prints_the_report_and_refuses_bad_files(tmp_path, capsys):
@@ -147,3 +149,40 @@ def test_the_command_prints_the_report_and_refuses_bad_files(tmp_path, capsys):
 def test_bad_frames_are_refused_in_one_line(change, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         judge_report(change(simulate_panel(0, votes=30, judges=3)))
+
+
+def test_the_two_statistics_are_standard_normal_for_honest_judges():
+    # 10 honest panels of 20 judges (fixed seeds): 200 side z's and 200 misfit z's against N(0, 1).
+    # The SD's standard error is 0.05, so z's scaled by 1.2 (a false-alarm rate of 0.09 instead of
+    # 0.05 at a two-sided 1.96) fail the SD bounds. (Scores fitted with ties as half a win gave the
+    # misfit z's a mean of +1.4: the fit now uses the decisive votes the tests are about.)
+    side, misfit = [], []
+    for seed in range(10):
+        judges = judge_report(simulate_panel(200 + seed, votes=200, biased=(), random=()), draws=10).judges
+        side += judges["side_z"].tolist()
+        misfit += judges["misfit_z"].tolist()
+    for z in (np.array(side), np.array(misfit)):
+        assert stats.kstest(z, "norm").pvalue > 0.01
+        assert abs(z.mean()) < 3 / np.sqrt(len(z)) and 0.85 < z.std() < 1.15
+
+
+def test_the_p_values_against_exact_enumeration():
+    # 14 decisive votes: every one of the 2^14 outcomes, its exact probability; the saddlepoint
+    # p-values within 20% of the exact ones down to 1e-6 (the side's whole-number S: 35% at the very
+    # end, conservative), where the normal approximation is off by factors
+    rng = np.random.default_rng(1)
+    n = 14
+    p = rng.uniform(0.1, 0.9, n)
+    eta = np.log(p / (1 - p))
+    Y = np.array(list(itertools.product([0.0, 1.0], repeat=n)))
+    prob = np.prod(np.where(Y == 1, p, 1 - p), axis=1)
+    order = np.argsort(Y @ eta)
+    for k in (3, 40, 400, 4000, 12000):  # outcomes from the far lower tail to the bulk
+        y = Y[order[k]]
+        m = y @ eta
+        exact_misfit = prob[Y @ eta <= m + 1e-12].sum()
+        s = y.sum()
+        exact_side = min(1.0, 2 * min(prob[Y.sum(1) >= s].sum(), prob[Y.sum(1) <= s].sum()))
+        side, misfit = null_pvalues(p, eta, y)
+        assert misfit == pytest.approx(exact_misfit, rel=0.2), (k, misfit, exact_misfit)
+        assert side == pytest.approx(exact_side, rel=0.35) and side >= 0.95 * exact_side, (k, side, exact_side)
