@@ -355,6 +355,8 @@ def judge_report(battles, *, scores=None, level: float = 0.95, alpha: float = 0.
     if frame.empty:
         raise _error(source, "no battle rows")
     a, b, winner, judge, b_left, seconds, question = _decode(frame, source, kind)
+    if scores is None and not (winner <= 1).any():  # no decisive vote: nothing to fit, no test
+        scores = dict.fromkeys(set(a) | set(b), 0.0)
     score = _scores(a, b, winner, scores)
     s_a, s_b = np.array([score[m] for m in a]), np.array([score[m] for m in b])
     decisive = winner <= 1

@@ -186,3 +186,10 @@ def test_the_p_values_against_exact_enumeration():
         side, misfit = null_pvalues(p, eta, y)
         assert misfit == pytest.approx(exact_misfit, rel=0.2), (k, misfit, exact_misfit)
         assert side == pytest.approx(exact_side, rel=0.35) and side >= 0.95 * exact_side, (k, side, exact_side)
+
+
+def test_a_log_of_ties_only_is_described_and_not_tested():
+    frame = pd.DataFrame({"model_a": ["x", "y"] * 15, "model_b": ["y", "z"] * 15, "winner": "tie", "judge": "j"})
+    report = judge_report(frame, min_decisive=1)
+    row = report.judges.iloc[0]
+    assert row["tie_share"] == 1.0 and row["decisive"] == 0 and math.isnan(row["side_p"]) and report.flagged == []

@@ -121,7 +121,8 @@ def test_two_judges_a_share_re_served_and_no_prompt_twice(tmp_path):
         for step in range(80):
             headers = (ANN, BOB)[step % 2]
             battle = client.get("/api/v1/battle/next", headers=headers).json()
-            client.post("/api/v1/battle/vote", headers=headers, json={"battle": battle["battle"], "choice": "tie"})
+            client.post("/api/v1/battle/vote", headers=headers,
+                        json={"battle": battle["battle"], "choice": ["left", "right", "tie"][step % 3]})
         report = client.get("/api/v1/judges/report", headers=ANN).json()
     rows = pd.read_json(log, lines=True)
     assert not rows.duplicated(["judge", "question_id"]).any()
@@ -129,6 +130,7 @@ def test_two_judges_a_share_re_served_and_no_prompt_twice(tmp_path):
     both = pairs.groupby(["question_id", "pair"])["judge"].nunique()
     assert (both == 2).sum() >= 10  # about 0.5 x 40 of bob's battles re-serve ann's (and the reverse)
     assert {j["judge"] for j in report["judges"]} == {"ann", "bob"} and report["agreement"]["battles"] >= 10
+    assert sum(j["votes"] for j in report["judges"]) == 80
 
 
 def test_refusals_change_nothing(tmp_path):
