@@ -5,7 +5,10 @@ STORE T`` (raise the horizon: :mod:`study.online.horizon`), ``python -m study.on
 STORE NAME`` (:mod:`study.online.items`).
 
 ``judges add`` prints the new judge's token once (the store keeps its SHA-256 only); ``judges
-revoke`` refuses its token from then on; ``judges list`` prints every judge with its tells.
+revoke`` refuses its token from then on; ``judges list`` prints every judge with its tells;
+``judges report`` prints :func:`study.leaderboard.judges.judge_report` of the store's battle log (with
+the judging page's log beside it, ``STORE.judging.jsonl``: the pool's question ids, the seconds per
+vote and the re-served battles, :mod:`study.online.judging_log`).
 ``export`` writes the battle log (``--counts``: one row per told outcome) that ``python -m
 study.leaderboard`` reads (:mod:`study.online.export`).  Exit status 0; 2 with one line for a
 missing, foreign or invalid store, a file-system failure, or a refused name.
@@ -19,9 +22,10 @@ from pathlib import Path
 
 def add_arguments(commands) -> None:
     judges = commands.add_parser("judges", help="name judges (a token each, shown once), revoke them, list them")
-    judges.add_argument("action", choices=("add", "revoke", "list"))
+    judges.add_argument("action", choices=("add", "revoke", "list", "report"))
     judges.add_argument("file", type=Path, help="the ranker's SQLite store")
     judges.add_argument("name", nargs="?", help="the judge's name (add, revoke)")
+    judges.add_argument("--json", action="store_true", help="report: print JSON instead of Markdown")
     export = commands.add_parser("export", help="write the told rows as a battle log study.leaderboard reads")
     export.add_argument("file", type=Path, help="the ranker's SQLite store")
     export.add_argument("out", type=Path, help="the file to write: .parquet, .csv or .jsonl")
@@ -55,6 +59,8 @@ def judges_command(args) -> int:
     from .ranker import Ranker
     from .store import StoreFileError
 
+    if args.action == "report":
+        return judges_report(args)
     if args.action != "list" and not args.name:
         return _fail(f"judges {args.action} needs a NAME")
     if not args.file.is_file():
@@ -79,6 +85,29 @@ def judges_command(args) -> int:
                     print(f"{row['name']}\t{row['tells']} tells\tadded {when} UTC\t{state}")
     except (ValueError, StoreFileError) as exc:
         return _fail(exc)
+    return 0
+
+
+def judges_report(args) -> int:
+    import json
+
+    from ..leaderboard.judges import judge_report
+    from .export import battle_rows
+    from .judging_log import report_rows
+    from .serve import judging_log
+    from .store import StoreFileError
+
+    if not args.file.is_file():
+        return _fail(f"{args.file}: no such ranker store")
+    try:
+        frame = battle_rows(args.file)
+        log = judging_log(args.file)
+        if log.is_file():
+            frame = report_rows(frame, log)
+        report = judge_report(frame)
+    except (ValueError, StoreFileError, OSError) as exc:
+        return _fail(" ".join(str(exc).split()))
+    print(json.dumps(report.to_dict(), indent=1) if args.json else report.to_markdown())
     return 0
 
 
@@ -139,7 +168,9 @@ def items_command(args) -> int:
 
 
 def export_command(args) -> int:
-    from .export import SUFFIXES, export_battles, export_told
+    from .export import SUFFIXES, battle_rows, export_battles, export_told, write
+    from .judging_log import with_prompts
+    from .serve import judging_log
     from .store import StoreFileError
 
     if args.out.suffix.lower() not in SUFFIXES:
@@ -147,7 +178,11 @@ def export_command(args) -> int:
     if not args.file.is_file():
         return _fail(f"{args.file}: no such ranker store")
     try:
-        path = (export_told if args.counts else export_battles)(args.file, args.out)
+        log = judging_log(args.file)
+        if args.counts or not log.is_file():
+            path = (export_told if args.counts else export_battles)(args.file, args.out)
+        else:  # the judging page's log names the pool's question of each ticket
+            path = write(with_prompts(battle_rows(args.file), log), args.out)
     except (ValueError, StoreFileError, OSError) as exc:
         return _fail(exc)
     print(f"wrote {path}")

@@ -18,8 +18,18 @@
 The JSON of each route is specified at the top of ``static/judge.js`` and in docs/service.md.
 
 **Who the judge is** comes from ``identify(token)``: a name, or None to refuse (401 without a
-bearer token, 403 with an unknown one).  It is a hook: the server's named judge tokens plug in
-there; :func:`tokens` makes one from a mapping, for tests and small panels.
+bearer token, 403 with an unknown one); a coroutine's result is awaited.  It is a hook: the
+server's named judge tokens plug in there (``python -m study.online serve STORE --prompts FILE
+--responses FILE`` identifies judges by the store's judge tokens, :func:`study.online.judges.who`,
+through the server's token gate, and tells carry the judge's name: ``store_judges=True``);
+:func:`tokens` makes one from a mapping, for tests and small panels.
+
+Every vote is told to the ranker with the side (``side="major"`` where the ticket's major item was
+shown on the left) and, for "both bad", ``bothbad=1``, so that the store holds judges, sides and
+times (:mod:`study.online.export`).  The JSON Lines battle log is kept beside it: it maps tickets to
+the pool's question ids (the export's ``question_id`` where the log is given), holds the re-served
+battles the ranker is not told, and, replayed at start, keeps a judge from being served a prompt
+again after a restart.
 
 **The gap.** ``Ranker.ask(x)`` chooses among all the store's items and cannot be told which have a
 response to the prompt; where it picks a model without one, its ticket is expired (the policy's
@@ -31,6 +41,8 @@ only, not into the likelihood.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import json
 import math
 import secrets
@@ -92,7 +104,7 @@ def _refused(status, detail, reason):
 
 
 def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: int = 0, ttl: float = 900.0,
-                 retries: int = 5, service=None) -> APIRouter:
+                 retries: int = 5, service=None, store_judges: bool = False) -> APIRouter:
     """The judging page's routes (module docstring).
 
     Parameters
@@ -112,6 +124,10 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
         Prompts tried when the ranker asks for a model without a response (module docstring).
     service : study.online.service.Service, optional
         The ranker's service; default, the including app's ``app.state.service``.
+    store_judges : bool
+        The names ``identify`` gives are the store's judges (:mod:`study.online.judges`): tells
+        carry them (``Ranker.tell(..., judge=)``).  False (the default, for :func:`tokens`): the
+        judge is in the battle log only.
     """
     if not callable(identify):
         raise TypeError("identify must be a callable: token -> judge name or None")
@@ -131,12 +147,17 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
     def html(question_id, model):
         return render_markdown(pool.prompts[question_id] if model is None else pool.response(question_id, model))
 
-    def judge_of(request: Request):
+    async def judge_of(request: Request):
+        named = request.scope.get("state", {}).get("judge")  # the server's gate read the judge's token already
+        if named is not None:
+            return named, None
         header = request.headers.get("authorization", "")
         if header[:7].lower() != "bearer " or not header[7:].strip():
             return None, _refused(401, "the judging page needs your judge token: open it as /judge#token=TOKEN",
                                   "no_token")
         judge = identify(header[7:].strip())
+        if inspect.isawaitable(judge):
+            judge = await judge
         if judge is None:
             return None, _refused(403, "unknown or revoked judge token", "unknown_judge")
         return judge, None
@@ -161,7 +182,7 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
 
     @router.get(f"{API}/battle/next", summary="the judge's next battle (judge token)")
     async def next_battle(request: Request):
-        judge, refusal = judge_of(request)
+        judge, refusal = await judge_of(request)
         if refusal is not None:
             return refusal
         svc = service_of(request)
@@ -199,7 +220,7 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
 
     @router.post(f"{API}/battle/vote", summary="the judge's verdict on their open battle (judge token)")
     async def vote(body: Vote, request: Request):
-        judge, refusal = judge_of(request)
+        judge, refusal = await judge_of(request)
         if refusal is not None:
             return refusal
         if body.choice not in CHOICES:
@@ -227,7 +248,14 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
         if battle.ticket is not None:
             t = battle.ticket
             winner_name = {"model_a": battle.left, "model_b": battle.right}.get(winner)
-            await svc.call(svc.ranker.tell, t, int(winner_name == t.other_name), 1, int(winner_name is None))
+            try:
+                await svc.call(functools.partial(
+                    svc.ranker.tell, t, int(winner_name == t.other_name), 1, int(winner_name is None),
+                    judge=judge if store_judges else None, side="major" if battle.left == t.major_name else "other",
+                    bothbad=int(body.choice == "bothbad")))
+            except ValueError as exc:  # the judge revoked meanwhile, say: nothing told
+                await svc.call(_expire, svc, t)
+                return _refused(409, " ".join(str(exc).split()), "refused")
         row = {"model_a": battle.left, "model_b": battle.right, "winner": winner, "judge": judge,
                "left": battle.left, "seconds": round(now - battle.served_at, 3), "tstamp": now,
                "question_id": battle.question_id, "ticket": None if battle.ticket is None else battle.ticket.id}
@@ -240,7 +268,7 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
 
     @router.get(f"{API}/judges/report", summary="the judge report of the battles voted here (judge token)")
     async def report(request: Request):
-        judge, refusal = judge_of(request)
+        judge, refusal = await judge_of(request)
         if refusal is not None:
             return refusal
         with lock:

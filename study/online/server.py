@@ -113,18 +113,20 @@ class TokenGate:
 
     WRITES = frozenset(f"{P}/{name}" for name in ("ask", "tell", "tell_many", "expire"))
     OPEN = frozenset((f"{P}/health", f"{P}/openapi.json", P, f"{P}/"))
+    JUDGED = frozenset(f"{P}/{name}" for name in ("battle/next", "battle/vote", "judges/report"))  # the judging page's
 
-    def __init__(self, app, token: str, reads_need_token: bool, judge_of=None):
+    def __init__(self, app, token: str, reads_need_token: bool, judge_of=None, judged: bool = False):
         self.app, self.expected, self.reads_need_token = app, f"bearer {token}".encode(), reads_need_token
         self.judge_of = judge_of  # async token -> a judge's name or None (study.online.arena_routes)
+        self.judged = judged  # the judging page is served: its routes need a token, a judge's (the router says whose)
 
     @classmethod
-    def guarded(cls, path: str, reads_need_token: bool) -> bool:
-        return path in cls.WRITES or path in arena_routes.ADMIN or (
+    def guarded(cls, path: str, reads_need_token: bool, judged: bool = False) -> bool:
+        return path in cls.WRITES or (judged and path in cls.JUDGED) or path in arena_routes.ADMIN or (
             reads_need_token and path.startswith(f"{P}/") and path not in cls.OPEN)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and self.guarded(scope["path"], self.reads_need_token):
+        if scope["type"] == "http" and self.guarded(scope["path"], self.reads_need_token, self.judged):
             given = dict(scope["headers"]).get(b"authorization", b"")
             if given[:7].lower() != b"bearer ":
                 return await JSONResponse(
@@ -182,14 +184,18 @@ def ticket_json(ticket: Ticket) -> dict:
 
 def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_body: int = MAX_BODY,
                allowed_hosts=LOOPBACK_NAMES, body_timeout: float = HEADER_TIMEOUT,
-               min_judgments: int = MIN_JUDGMENTS) -> FastAPI:
+               min_judgments: int = MIN_JUDGMENTS, pool=None, judging_log=None,
+               overlap: float = 0.1) -> FastAPI:
     """The app serving the writable :class:`~study.online.Ranker` that ``open_ranker()`` opens (or
     creates), in a thread of its own, when the app starts (closed when it stops); or a
     :class:`~study.online.service.Service` already opened (``serve`` opens it first, to refuse a
     bad store before serving).  ``token``: what ask, tell, tell_many and expire need (and reads,
     with ``reads_need_token``).  ``allowed_hosts``: the ``Host`` names it answers to (``"*"``: any;
     :mod:`study.online.hardening`); ``body_timeout``: seconds a body may stop coming (then 408);
-    ``min_judgments``: the default of ``GET ranking``'s (:mod:`study.online.standings`)."""
+    ``min_judgments``: the default of ``GET ranking``'s (:mod:`study.online.standings`).  ``pool``
+    (:func:`study.online.pool.read_pool`): the judging page at ``/judge``
+    (:mod:`study.online.judge_routes`), judges identified by their tokens of the store, the battle
+    log appended to ``judging_log``, a share ``overlap`` re-served for agreement."""
     if not token:
         raise ValueError("a server needs a token")
     service = open_ranker if isinstance(open_ranker, Service) else Service(open_ranker)
@@ -207,9 +213,14 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
     app.add_middleware(SlowBody, seconds=body_timeout)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(TokenGate, token=token, reads_need_token=reads_need_token,
-                       judge_of=lambda given: arena_routes.judge_of(service, given))
+                       judge_of=lambda given: arena_routes.judge_of(service, given), judged=pool is not None)
     app.add_middleware(HostGate, allowed=allowed_hosts)  # the last added runs first: a foreign Host learns nothing
     app.include_router(arena_routes.router(service))
+    if pool is not None:
+        from .judge_routes import judge_router
+
+        app.include_router(judge_router(pool, identify=lambda given: arena_routes.judge_of(service, given),
+                                        log=judging_log, service=service, store_judges=True, overlap=overlap))
     app.state.service = service
     call = service.call  # every use of the ranker, in its thread
     default_min_judgments = min_judgments
@@ -221,7 +232,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                 "type": "http", "scheme": "bearer", "description": "the server's token (the file beside the store, "
                                                                   "0600, or STUDY_ONLINE_TOKEN)"}}
             for path, operations in schema["paths"].items():
-                if TokenGate.guarded(path, reads_need_token):
+                if TokenGate.guarded(path, reads_need_token, pool is not None):
                     for operation in operations.values():
                         operation["security"] = [{"HTTPBearer": []}]
             app.openapi_schema = schema

@@ -47,7 +47,7 @@ def served(tmp_path, pool, **options):
     Ranker(store, items=MODELS, dim=pool.contexts.shape[1], T=500, T0=40, seed=2).close()
     app = create_app(lambda: Ranker(store), token=TOKEN)
     app.include_router(judge_router(pool, identify=tokens(JUDGES), log=tmp_path / "votes.jsonl", **options))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         yield client, app.state.service, tmp_path / "votes.jsonl"
 
 
