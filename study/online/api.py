@@ -151,6 +151,9 @@ class ConfigModel(BaseModel):
     tie_break: str
     edges: Optional[list[list[int]]]
     reads_need_token: bool = Field(description="whether reads need the token too")
+    open_horizon: bool = Field(False, description="an open horizon: epochs doubling from T, no last ask")
+    limit: Optional[int] = Field(None, description="the last ask allowed (the horizon, raised or not); null: open")
+    retired: list[str] = Field([], description="the items retired from the asks (kept in the table)")
 
 
 class RankingRow(BaseModel):
