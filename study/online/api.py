@@ -154,6 +154,9 @@ class ConfigModel(BaseModel):
     reads_need_token: bool = Field(description="whether reads need the token too")
     min_judgments: Optional[int] = Field(None, description="GET ranking's default: fewer judgments mark an item "
                                                            "preliminary")
+    open_horizon: bool = Field(False, description="an open horizon: epochs doubling from T, no last ask")
+    limit: Optional[int] = Field(None, description="the last ask allowed (the horizon, raised or not); null: open")
+    retired: list[str] = Field([], description="the items retired from the asks (kept in the table)")
 
 
 class RankingRow(BaseModel):

@@ -412,7 +412,8 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                 "dim": c.dim, "items": c.labels, "policy": c.policy, "T": c.T, "T0": c.T0, "M": c.M,
                 "alpha": c.alpha, "gamma": c.gamma, "c_lambda": c.c_lambda, "tie_break": c.tie_break,
                 "edges": None if c.edges is None else [list(e) for e in c.edges], "reads_need_token": reads_need_token,
-                "min_judgments": default_min_judgments}
+                "min_judgments": default_min_judgments, "open_horizon": c.open_horizon, "limit": c.limit,
+                "retired": [c.labels[i] for _, i in c.retired]}
 
     @app.get(f"{P}/pending", response_model=list[api.TicketModel], responses=REFUSALS)
     async def pending():

@@ -158,3 +158,16 @@ def test_an_ask_naming_an_item_before_it_joined_is_refused_by_verify(tmp_path):
     conn.close()
     with pytest.raises(StoreError, match="asks row 1.*added after it"):
         verify_store(path)
+
+
+def test_get_config_says_the_horizon_and_the_retired(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from study.online.server import create_app
+
+    path = tmp_path / "config.sqlite"
+    with Ranker(path, items=NAMES, dim=1, seed=2) as ranker:  # no T: an open horizon
+        retire(ranker, "m-b")
+    with TestClient(create_app(lambda: Ranker(path), token=TOKEN)) as client:
+        config = client.get(f"{API}/config").json()
+    assert config["open_horizon"] and config["limit"] is None and config["retired"] == ["m-b"]
