@@ -168,6 +168,6 @@ def test_get_config_says_the_horizon_and_the_retired(tmp_path):
     path = tmp_path / "config.sqlite"
     with Ranker(path, items=NAMES, dim=1, seed=2) as ranker:  # no T: an open horizon
         retire(ranker, "m-b")
-    with TestClient(create_app(lambda: Ranker(path), token=TOKEN)) as client:
+    with TestClient(create_app(lambda: Ranker(path), token=TOKEN), base_url="http://127.0.0.1") as client:
         config = client.get(f"{API}/config").json()
     assert config["open_horizon"] and config["limit"] is None and config["retired"] == ["m-b"]
