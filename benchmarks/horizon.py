@@ -9,9 +9,10 @@ paired (delta-method) SE.
     python -m benchmarks.horizon                              # A and B, T = 2000, T_1 in {T/4, 10,000}, 40 seeds
     python -m benchmarks.horizon --settings A --T 1000 --first 250 --reps 20
 
-The simulation loop runs the open schedule through its estimator hook (the policy reads only T0;
-the shared uniforms of a longer horizon start with those of a shorter one), so the open run is
-the online ranker's schedule step for step.  Not a test: it takes minutes.
+The simulation loop runs the open schedule through its estimator hook (RB's policy reads only T0;
+the shared uniforms of a longer horizon start with those of a shorter one): the schedule the online
+ranker runs with ``open_horizon=True`` (not checked here against the ranker ask for ask).  Not a
+test: it takes minutes.
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ API_VERSION = "v1"
 PREFIX = f"/api/{API_VERSION}"  # every route of the API is under it
 TOKEN_ENV = "STUDY_ONLINE_TOKEN"
 RANKING_COLUMNS = ("rank", "item", "name", "score", "se", "lower", "upper", "estimate", "level", "anytime",
-                   "se_method")
+                   "se_method", "retired")
 INTERVAL_COLUMNS = ("item", "name", "dim", "estimate", "se", "lower", "upper", "level", "anytime", "se_method")
 _TRANSIT = (ConnectionError, http.client.HTTPException, TimeoutError, OSError)
 

@@ -143,8 +143,8 @@ def show_text(ranker, *, level: float = 0.95, se: str = "model", anytime: bool =
         lines.append("  score = x'theta^d_i, the debiased estimate (the interval's centre and the order); "
                      "estimate = x'theta_i, the current fit the policy uses")
     with pd.option_context("display.width", 200, "display.max_rows", 500):
-        lines.append(table.drop(columns=["level", "anytime", "se_method"]).to_string(index=False,
-                                                                                     float_format="%.4f"))
+        hidden = ["level", "anytime", "se_method"] + ([] if table["retired"].any() else ["retired"])
+        lines.append(table.drop(columns=hidden).to_string(index=False, float_format="%.4f"))
     if top < c.n_items:
         from .stopping import decision_text, tightest
         lines.append(decision_text(ranker.decision(level, top, x, se), c.labels, level=level, top=top,
