@@ -15,16 +15,36 @@ The package's layers, each a folder (``docs/api.md`` lists the public API):
 
 Imports run one way: core <- simulation/policies <- llm <- results <- runner <- cli.
 """
+from typing import TYPE_CHECKING
+
+from ._util import lazy_exports
 from ._version import __version__
-from .core import BootstrapResult, DebiasResult, bootstrap, debias, fit_btl
-from .policies import (ALL_METHODS, BASELINES, METHODS, Choice, Policy, Step, policy_provenance, register_policy,
-                       resolve_methods)
-from .policies.checks import PolicyCheckError, PolicyCheckReport, check_policy
-from .results import load
-from .simulation.replication import run_environment, run_replication
-from .simulation.result import ReplicationResult
-from .simulation.named import load_settings_file, register_setting, unregister_setting
-from .simulation.settings import SETTINGS, Setting, resolve_setting
+
+# Each public name is imported when first used (PEP 562): ``import study`` alone imports no scipy,
+# pandas, matplotlib or Ray, so a judge's ``from study.online import Client`` starts fast.
+_EXPORTS = {
+    **dict.fromkeys(("BootstrapResult", "DebiasResult", "bootstrap", "debias", "fit_btl"), ".core"),
+    **dict.fromkeys(("ALL_METHODS", "BASELINES", "METHODS", "Choice", "Policy", "Step", "policy_provenance",
+                     "register_policy", "resolve_methods"), ".policies"),
+    **dict.fromkeys(("PolicyCheckError", "PolicyCheckReport", "check_policy"), ".policies.checks"),
+    "load": ".results",
+    **dict.fromkeys(("run_environment", "run_replication"), ".simulation.replication"),
+    "ReplicationResult": ".simulation.result",
+    **dict.fromkeys(("load_settings_file", "register_setting", "unregister_setting"), ".simulation.named"),
+    **dict.fromkeys(("SETTINGS", "Setting", "resolve_setting"), ".simulation.settings"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
+    from .core import BootstrapResult, DebiasResult, bootstrap, debias, fit_btl
+    from .policies import (ALL_METHODS, BASELINES, METHODS, Choice, Policy, Step, policy_provenance, register_policy,
+                           resolve_methods)
+    from .policies.checks import PolicyCheckError, PolicyCheckReport, check_policy
+    from .results import load
+    from .simulation.replication import run_environment, run_replication
+    from .simulation.result import ReplicationResult
+    from .simulation.named import load_settings_file, register_setting, unregister_setting
+    from .simulation.settings import SETTINGS, Setting, resolve_setting
 
 __all__ = ["METHODS", "BASELINES", "ALL_METHODS", "Policy", "Step", "Choice", "register_policy", "resolve_methods",
            "check_policy", "PolicyCheckReport", "PolicyCheckError",

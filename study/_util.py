@@ -53,3 +53,42 @@ def sha256_files(paths, root=None) -> str:
         h.update(name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()
+
+
+def lazy_exports(package: str, exports: dict):
+    """``(__getattr__, __dir__)`` for a package whose public names are imported when first used
+    (PEP 562), so that importing one light part of it (``study.online.Client``) does not import
+    the rest (scipy, pandas, matplotlib, Ray).  ``exports`` maps each public name to its module,
+    relative to ``package`` (``".client"``); a subpackage's own name imports it too."""
+
+    def __getattr__(name: str):
+        module = exports.get(name)
+        if module is None:
+            try:
+                return importlib.import_module(f"{package}.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{package}.{name}":
+                    raise
+                raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+        value = getattr(importlib.import_module(module, package), name)
+        setattr(importlib.import_module(package), name, value)  # found directly the next time
+        return value
+
+    def __dir__():
+        return sorted(set(vars(importlib.import_module(package))) | set(exports))
+
+    import sys
+    import types
+
+    class Package(type(sys.modules[package])):
+        """The package, whose public names are never replaced by a submodule of the same name
+        (``study.core.bootstrap`` is the function, as when it was imported eagerly, not the
+        module that the import system would set there when it first loads the submodule)."""
+
+        def __setattr__(self, name, value):
+            if name in exports and isinstance(value, types.ModuleType) and value.__name__ == f"{package}.{name}":
+                return
+            super().__setattr__(name, value)
+
+    sys.modules[package].__class__ = Package
+    return __getattr__, __dir__

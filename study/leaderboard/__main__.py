@@ -295,6 +295,10 @@ def _sections(args, board, table, scale, anchor, formats, files, folder, style) 
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["judges"]:  # python -m study.leaderboard judges FILE: the judge report
+        from .judges import main as judges
+        return judges(argv[1:])
     args = parser().parse_args(argv)
     progress = Progress(args.quiet)
     try:

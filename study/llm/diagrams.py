@@ -160,10 +160,10 @@ def draw_diagram(ax, adj, labels, mean_scores=None, title=None, reduce: bool = T
     widest = max(sum(1 for q in pos.values() if q[1] == y) for _, y in pos.values())
     size = 6.5 if widest <= 3 else 5.5 if widest <= 5 else 4.5
     for v in range(n):
-        ax.text(*pos[v], labels[v], ha="center", va="center", fontsize=size,
+        ax.text(*pos[v], str(labels[v]), ha="center", va="center", fontsize=size, parse_math=False,  # "$x$" as text
                 bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="0.4", lw=0.8))
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=9, parse_math=False)  # a store's or model's name may hold "$"
     return shown
 
 

@@ -10,6 +10,8 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 * :mod:`study.online.verify`  the store verified before it is trusted (schema, meta, every row).
 * :mod:`study.online.audit`   :func:`verify_store`, the whole check of ``python -m study.online verify``.
 * :mod:`study.online.config`  the creation arguments, stored and compared on reopening.
+* :mod:`study.online.horizon` the horizon: fixed (the paper's), open (doubling epochs) or raised.
+* :mod:`study.online.items`   models added to and retired from a live store.
 * :mod:`study.online.report`  CIs, rankings and diagrams, each naming its standard errors.
 * :mod:`study.online.export`  a store's told rows as a table (Parquet, CSV, JSON Lines) that
   ``python -m study.leaderboard`` reads back.
@@ -20,18 +22,32 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 * ``python -m study.online show FILE``  counts, the ranking with CIs, the diagram as a PNG.
 * ``python -m study.online verify FILE [--replay]``  is the file a store to trust?
 * ``python -m study.online serve FILE [--host 127.0.0.1] [--port 8000]``  the ranker as a service.
+* ``python -m study.online horizon FILE T``, ``items add|retire FILE NAME``  a live store's horizon
+  and models.
 
 See docs/online.md.
 """
-from .audit import verify_store
-from .client import Client
-from .config import Config
-from .export import export_told, told_rows
-from .prior import ranker_from_judgments
-from .ranker import Ranker
-from .stopping import Decision
-from .store import StoreError, StoreFileError
-from .tickets import Ticket, TicketError
+from typing import TYPE_CHECKING
+
+from .._util import lazy_exports
+
+# Imported when first used (PEP 562): ``from study.online import Client`` imports the client
+# (standard library and numpy) and not the ranker's scipy, pandas or matplotlib.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "verify_store": ".audit", "Client": ".client", "Config": ".config", "export_told": ".export",
+    "told_rows": ".export", "ranker_from_judgments": ".prior", "Ranker": ".ranker", "Decision": ".stopping",
+    "StoreError": ".store", "StoreFileError": ".store", "Ticket": ".tickets", "TicketError": ".tickets"})
+
+if TYPE_CHECKING:
+    from .audit import verify_store
+    from .client import Client
+    from .config import Config
+    from .export import export_told, told_rows
+    from .prior import ranker_from_judgments
+    from .ranker import Ranker
+    from .stopping import Decision
+    from .store import StoreError, StoreFileError
+    from .tickets import Ticket, TicketError
 
 __all__ = ["Client", "Config", "Decision", "Ranker", "StoreError", "StoreFileError", "Ticket", "TicketError",
            "verify_store", "told_rows", "export_told", "ranker_from_judgments"]

@@ -1,6 +1,7 @@
 """``python -m study.online show FILE`` and ``python -m study.online verify FILE``: what a
 ranker's store holds, and whether it is one to trust, without changing it; ``python -m
-study.online serve FILE``: the ranker as a service (:mod:`study.online.serve`).
+study.online serve FILE``: the ranker as a service (:mod:`study.online.serve`); ``judges``,
+``export``, ``import``, ``horizon`` and ``items``: :mod:`study.online.commands`.
 
 ``show`` prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and
 ties), the current ranking with CIs (``--anytime``: confidence sequences) at the mean told context
@@ -21,13 +22,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
+from . import commands as admin, serve
 
-from . import report, serve
-from .audit import summary_text, verify_store
-from .ranker import Ranker
-from .report import MAX_DIAGRAM_ITEMS, SE_TEXT, show_text
-from .store import StoreError, StoreFileError
+SE_CHOICES = ("cluster", "model", "sandwich")  # report.SE_TEXT's keys, named here so that --help imports no scipy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,8 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="counts, the ranking with CIs, the ranking diagram (PNG)")
     show.add_argument("file", type=Path, help="the ranker's SQLite store")
-    show.add_argument("--se", choices=sorted(SE_TEXT), default="model",
-                      help="standard errors of the CIs: model (the paper's Phi_11) or sandwich (robust to ties)")
+    show.add_argument("--se", choices=["auto", *SE_CHOICES], default="auto",
+                      help="standard errors of the CIs: model (the paper's Phi_11), sandwich (robust to ties), "
+                           "cluster (by judge); auto: cluster where two named judges told, else model")
     show.add_argument("--level", type=float, default=0.95, help="CI level (default 0.95)")
     show.add_argument("--anytime", action="store_true",
                       help="show confidence sequences (valid however often one looks) instead of fixed-time CIs")
@@ -50,17 +48,24 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", type=Path, help="the ranker's SQLite store")
     check.add_argument("--replay", action="store_true",
                        help="also refit the whole history and compare the stored estimate and checkpoint bit for bit")
+    admin.add_arguments(commands)
     serve.add_arguments(commands.add_parser(
         "serve", help="serve the store over HTTP: a JSON API for judges anywhere, a live page at /",
         description=serve.__doc__.split("\n\n")[0]))
     return parser
 
 
-def told_contexts(ranker) -> np.ndarray:
+def told_contexts(ranker):
+    from . import report
+
     return report.told_contexts(ranker._read().rows.arrays()[2])
 
 
 def show(args) -> int:
+    from .ranker import Ranker  # each command imports what it needs, when it runs (a CLI's start is its speed)
+    from .report import MAX_DIAGRAM_ITEMS, show_text
+    from .store import StoreFileError
+
     if not 0.0 < args.level < 1.0:
         print(f"error: --level must lie in (0, 1), got {args.level}", file=sys.stderr)
         return 2
@@ -93,6 +98,9 @@ def show(args) -> int:
 
 
 def verify(args) -> int:
+    from .audit import summary_text, verify_store
+    from .store import StoreError, StoreFileError
+
     if not args.file.is_file():
         print(f"error: {args.file}: no such ranker store", file=sys.stderr)
         return 2
@@ -113,6 +121,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve.serve(args)
+    if args.command in ("judges", "export", "import", "horizon", "items"):
+        return {"judges": admin.judges_command, "export": admin.export_command, "import": admin.import_command,
+                "horizon": admin.horizon_command, "items": admin.items_command}[args.command](args)
     return verify(args) if args.command == "verify" else show(args)
 
 

@@ -14,10 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from ..core import _validate as check
 from .client import API_VERSION as VERSION, PREFIX  # noqa: F401 (the version and prefix of these models)
 
+MAX_INT = 2**63 - 1  # SQLite's integers: a larger ticket or count is a 422, not an overflow inside the store
 Real = Annotated[float, Field(allow_inf_nan=False)]
 Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-check.MAX_ABS_CONTEXT, le=check.MAX_ABS_CONTEXT)]
-Count = Annotated[StrictInt, Field(ge=0)]
-TicketId = Annotated[StrictInt, Field(ge=1, description="the ticket's id: its ask index t, 1-based")]
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
+TicketId = Annotated[StrictInt, Field(ge=1, le=MAX_INT, description="the ticket's id: its ask index t, 1-based")]
 StoreId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", description="the store that handed the ticket out")]
 
 
@@ -38,11 +39,13 @@ class Outcome(Strict):
 
     ticket: TicketId
     wins: Count
-    m: Optional[Annotated[StrictInt, Field(ge=1)]] = None
+    m: Optional[Annotated[StrictInt, Field(ge=1, le=MAX_INT)]] = None
     ties: Count = 0
     store_id: Optional[StoreId] = None
     major: Optional[Count] = None
     other: Optional[Count] = None
+    side: Optional[Literal["major", "other"]] = None  # which of the pair the judge was shown first
+    bothbad: Count = 0  # how many of the ties were "both bad"
 
 
 class TellManyRequest(Strict):
@@ -149,6 +152,11 @@ class ConfigModel(BaseModel):
     tie_break: str
     edges: Optional[list[list[int]]]
     reads_need_token: bool = Field(description="whether reads need the token too")
+    min_judgments: Optional[int] = Field(None, description="GET ranking's default: fewer judgments mark an item "
+                                                           "preliminary")
+    open_horizon: bool = Field(False, description="an open horizon: epochs doubling from T, no last ask")
+    limit: Optional[int] = Field(None, description="the last ask allowed (the horizon, raised or not); null: open")
+    retired: list[str] = Field([], description="the items retired from the asks (kept in the table)")
 
 
 class RankingRow(BaseModel):
@@ -164,6 +172,15 @@ class RankingRow(BaseModel):
     level: float
     anytime: bool
     se_method: str
+    rank_lower: Optional[int] = Field(None, description="its simultaneous rank interval (null: no intervals yet, "
+                                                        "or ranks=false)")
+    rank_upper: Optional[int] = None
+    rank_ub: Optional[int] = Field(None, description="LMArena's Rank (UB): 1 + the items whose lower bound exceeds "
+                                                     "this one's upper bound (marginal intervals)")
+    judgments: Optional[int] = Field(None, description="comparisons told that involve the item")
+    preliminary: Optional[bool] = Field(None, description="fewer judgments than min_judgments")
+    retired: bool = Field(False, description="retired from the asks (python -m study.online items retire); its "
+                                            "told rows still count")
 
 
 class ItemStats(BaseModel):
@@ -183,6 +200,12 @@ class Ranking(BaseModel):
     n_told: int
     rows: list[RankingRow]
     items: list[ItemStats]
+    scale: Literal["logit", "elo"] = "logit"
+    scale_text: Optional[str] = Field(None, description="the scale and its anchor, in words")
+    anchor: Optional[str] = None
+    anchor_rating: Optional[float] = None
+    min_judgments: Optional[int] = None
+    rank_interval: Optional[str] = Field(None, description="what the rank intervals are, in words")
 
 
 class IntervalRow(BaseModel):

@@ -93,7 +93,7 @@ def summary_text(summary: dict) -> str:
              f"  {c.n_items} items, d = {c.dim}, policy {c.policy}, T = {c.T}, T0 = {c.T0}, M = {c.M}",
              f"  asked {counts['asked']}: told {counts['told']}, open {counts['open']}, expired {counts['expired']}"]
     if summary["format"] != FORMAT:
-        lines.append("  (format 1: the first writable open upgrades it in place)")
+        lines.append(f"  (format {summary['format'].rsplit('/', 1)[-1]}: the first writable open upgrades it in place)")
     if summary["checkpoint_bytes"]:
         code = "" if summary["checkpoint_current"] else " (written by other code: the next writable open refits the history)"
         lines.append(f"  checkpoint after tell {summary['checkpoint_seq']} ({summary['checkpoint_bytes']:,} bytes){code}")

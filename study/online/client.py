@@ -2,7 +2,9 @@
 an ask/tell loop written for :class:`~study.online.Ranker` runs unchanged against a server.
 
 Only the standard library (``http.client``, one kept-alive connection per client; use one client
-per thread).  Refusals raise what the Ranker raises: :class:`~study.online.tickets.TicketError`
+per thread) and numpy: importing it imports no scipy, pandas, matplotlib or Ray (pandas, for the
+tables of :meth:`Client.ranking`, :meth:`Client.intervals` and :meth:`Client.told`, when first
+called).  Refusals raise what the Ranker raises: :class:`~study.online.tickets.TicketError`
 (a ValueError) for a ticket never asked, told, expired, of another store or for another pair;
 ValueError naming the field for bad input; PermissionError for a missing or wrong token;
 :class:`~study.online.StoreFileError` when the server's file system refused.
@@ -26,10 +28,7 @@ from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import numpy as np
-import pandas as pd
 
-from .report import Table
-from .stopping import Decision
 from .store import StoreError, StoreFileError
 from .tickets import Ticket, TicketError, outcome_fields
 
@@ -37,7 +36,7 @@ API_VERSION = "v1"
 PREFIX = f"/api/{API_VERSION}"  # every route of the API is under it
 TOKEN_ENV = "STUDY_ONLINE_TOKEN"
 RANKING_COLUMNS = ("rank", "item", "name", "score", "se", "lower", "upper", "estimate", "level", "anytime",
-                   "se_method")
+                   "se_method", "retired")
 INTERVAL_COLUMNS = ("item", "name", "dim", "estimate", "se", "lower", "upper", "level", "anytime", "se_method")
 _TRANSIT = (ConnectionError, http.client.HTTPException, TimeoutError, OSError)
 
@@ -220,8 +219,10 @@ class Client:
         return frame
 
     def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", anytime: bool = True,
-                 tightest_at=None) -> Decision:
+                 tightest_at=None) -> "Decision":
         """The stopping rule's verdict (as Ranker.decision: a :class:`~study.online.stopping.Decision`)."""
+        from .stopping import Decision  # its module imports the core's interval factors (scipy): when used
+
         a = self._call("GET", "/decision", query=_query(level=level, top=top, x=x, se=se, anytime=anytime,
                                                         tightest_at=tightest_at))
         return Decision(decided=a["decided"], top=tuple(a["top"]), margin=_nan(a["margin"]), closest=tuple(a["closest"]),
@@ -232,7 +233,7 @@ class Client:
         """Is the top-``top`` set separated from the rest by the confidence sequences? (as Ranker.decided)"""
         return self.decision(level, top, x, se, True, tightest_at).decided
 
-    def told(self, after: int = 0) -> pd.DataFrame:
+    def told(self, after: int = 0) -> "pd.DataFrame":
         """Every told row with seq > ``after``, in order (fetched page by page): seq, ticket, major,
         other, major_name, other_name, x, wins, ties, m, told_at."""
         rows = []
@@ -240,6 +241,8 @@ class Client:
             page = self._call("GET", "/told", query={"after": after, "limit": 10_000})
             rows += page["rows"]
             after = page["next_after"]
+        import pandas as pd
+
         return pd.DataFrame(rows, columns=["seq", "ticket", "major", "other", "major_name", "other_name", "x", "wins",
                                            "ties", "m", "told_at"])
 
@@ -302,7 +305,9 @@ def _same(answer) -> bool:
     return isinstance(answer, dict) and answer.get("reason") == "told" and answer.get("same_outcome") is True
 
 
-def _frame(rows: list, columns) -> pd.DataFrame:
+def _frame(rows: list, columns):
+    from .report import Table  # pandas (and the report's scipy), when a table is first asked for
+
     frame = Table(rows, columns=list(columns))
     for column in ("score", "se", "lower", "upper", "estimate"):
         if column in frame:

@@ -10,7 +10,7 @@ widths, the stage-2 ridge lambda_t = c_lambda sqrt(t M log T / n) and the shared
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ..core import _validate as check
 from ..core.limits import check_ranker_size
 from ..simulation.graph import check_edges
 from ..simulation.settings import TIE_BREAKS, Setting
+from . import horizon
 
 MAX_ABS_THETA0 = 1e6  # an initial utility per unit of context; beyond it every win probability is 0 or 1
 DEFAULTS = {"policy": "RB", "T": 10_000, "M": 1, "alpha": 0.25, "gamma": 5.0, "c_lambda": 0.1, "tie_break": "nearest"}
@@ -46,6 +47,18 @@ class Config:
     seed: dict  # {"entropy": int or list of ints, "spawn_key": [ints]}
     edges: tuple | None  # None: every pair of items
     theta0: tuple  # (n, d) nested tuples
+    # The horizon schedule (study.online.horizon): open (epochs of doubling horizon from T) or fixed
+    # at T; ``extended``: ((first step, horizon), ...) recorded where the horizon was raised.  Both
+    # are left out of the stored JSON at their defaults, so a fixed-T store is stored as before.
+    open_horizon: bool = False
+    extended: tuple = ()
+    # ((first ask step, item), ...): items retired from the asks (study.online.items), kept in the
+    # likelihood and the table
+    retired: tuple = ()
+    # ((first ask step, first told row, item), ...): items added to a live store (study.online.items),
+    # the last ones of the index order; the estimator holds an item from the state after told row
+    # (first told row - 1) on
+    joined: tuple = ()
 
     # --- building ------------------------------------------------------------------------------
     @classmethod
@@ -71,6 +84,10 @@ class Config:
             n_edges = None  # not a sequence: normal_edges names it
         check_ranker_size(n, d, T, n_edges)  # before any array of these sizes exists
         values["T0"] = g.get("T0", default_T0(T))
+        values["open_horizon"] = horizon.check_open(g.get("open_horizon", False))
+        values["extended"] = horizon.normal_extended(g.get("extended", ()), T, values["open_horizon"])
+        values["retired"] = normal_retired(g.get("retired", ()), n)
+        values["joined"] = normal_joined(g.get("joined", ()), n)
         seed = g["seed"] if "seed" in g else np.random.SeedSequence()
         values.update(n_items=n, dim=d, items=normal_items(g.get("items"), n), seed=normal_seed(seed),
                       edges=normal_edges(g.get("edges"), n),
@@ -90,7 +107,8 @@ class Config:
         names = [f.name for f in fields(cls)]
         if not isinstance(raw, dict):
             raise ValueError("the stored arguments are not a JSON object")
-        missing, unknown = sorted(set(names) - set(raw)), sorted(set(raw) - set(names))
+        missing = sorted(set(names) - set(raw) - set(horizon.OPTIONAL))
+        unknown = sorted(set(raw) - set(names))
         if missing or unknown:
             raise ValueError("the stored arguments " + "; ".join(
                 ([f"lack {', '.join(missing)}"] if missing else []) + ([f"have unknown {', '.join(unknown)}"] if unknown
@@ -100,12 +118,29 @@ class Config:
         config = cls.from_arguments(dict(raw))
         written = json.loads(config.to_json())
         if written != raw:
-            differences = [name for name in names if written[name] != raw[name]]
+            differences = [name for name in names if written.get(name) != raw.get(name)]
             raise ValueError(f"the stored arguments are not in the form this version writes ({', '.join(differences)})")
         return config
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        values = asdict(self)
+        for name, default in horizon.OPTIONAL.items():  # a fixed-T store's arguments as before
+            if values[name] == default:
+                del values[name]
+        for name in ("extended", "retired", "joined"):
+            if name in values:
+                values[name] = [list(event) for event in values[name]]
+        return json.dumps(values, sort_keys=True)
+
+    # --- the horizon ---------------------------------------------------------------------------
+    def horizon_at(self, step: int) -> int:
+        """The horizon in force at step ``step`` (ask t = step t, told row k = step k)."""
+        return horizon.at(self.T, self.open_horizon, self.extended, step)
+
+    @property
+    def limit(self) -> int | None:
+        """The last ask allowed (None: an open horizon, no last ask)."""
+        return None if self.open_horizon else horizon.current(self.T, self.extended)
 
     def differences(self, given: dict) -> list[str]:
         """'name: stored X, given Y' for every given (not None) argument that differs."""
@@ -144,12 +179,40 @@ class Config:
         return np.random.SeedSequence(entropy if isinstance(entropy, int) else list(entropy),
                                       spawn_key=tuple(self.seed["spawn_key"]))
 
-    def setting(self) -> Setting:
+    def setting(self, T: int | None = None) -> Setting:
         """The :class:`study.Setting` the policy and the shared estimator read (T0, alpha, gamma,
-        c_lambda, tie-break, M, T, the graph); its truth is a placeholder (zeros): online there is none."""
-        return Setting(name="online", n_items=self.n_items, dim=self.dim, T=self.T, T0=self.T0, M=self.M,
+        c_lambda, tie-break, M, horizon ``T`` (default: the first), the graph); its truth is a
+        placeholder (zeros): online there is none."""
+        return Setting(name="online", n_items=self.n_items, dim=self.dim, T=self.T if T is None else T, T0=self.T0,
+                       M=self.M,
                        alpha=self.alpha, gamma=self.gamma, c_lambda=self.c_lambda, tie_break=self.tie_break,
                        truth=np.zeros((self.n_items, self.dim)), edges=self.edges_array(), init_var=0.0, ci_every=0)
+
+    def n_at_row(self, row: int) -> int:
+        """How many items the estimator holds after told row ``row`` (0: before any)."""
+        return self.n_items - sum(1 for _, first_row, _ in self.joined if first_row > row + 1)
+
+    def sub(self, n: int) -> "Config":
+        """The config of the first ``n`` items (the store's before the later ones joined)."""
+        if n == self.n_items:
+            return self
+        edges = None if self.edges is None else tuple((a, b) for a, b in self.edges if a < n and b < n)
+        return replace(self, n_items=n, items=None if self.items is None else self.items[:n], edges=edges,
+                       theta0=self.theta0[:n], joined=tuple(e for e in self.joined if e[2] < n),
+                       retired=tuple(e for e in self.retired if e[1] < n))
+
+    def retired_at(self, t: int) -> frozenset:
+        """The items retired before ask ``t`` (never asked from it on)."""
+        return frozenset(item for step, item in self.retired if step <= t)
+
+    def active_edges(self, t: int) -> np.ndarray:
+        """The edges of the graph among the items not retired before ask ``t``."""
+        edges = self.edges_array()
+        gone = self.retired_at(t)
+        if not gone:
+            return edges
+        keep = ~(np.isin(edges[:, 0], list(gone)) | np.isin(edges[:, 1], list(gone)))
+        return edges[keep]
 
     @property
     def labels(self) -> list:
@@ -172,6 +235,48 @@ def normal_items(items, n: int):
     if len(set(names)) != n:
         raise ValueError("items must be distinct names")
     return names
+
+
+def normal_retired(events, n: int) -> tuple:
+    """((first ask step, item), ...) validated: steps non-decreasing from 1, items of 0..n-1, each once."""
+    if isinstance(events, (str, bytes)) or not hasattr(events, "__iter__"):
+        raise ValueError(f"retired must be a sequence of (first ask step, item) pairs, got {_short(events)}")
+    out, last, seen = [], 1, set()
+    for event in events:
+        try:
+            step, item = event
+        except (TypeError, ValueError):
+            raise ValueError(f"retired: {_short(event)} is not a (first ask step, item) pair") from None
+        step = check.integer("retired step", step, low=last, high=check.MAX_INTEGER)
+        item = check.integer("retired item", item, low=0, high=n - 1)
+        if item in seen:
+            raise ValueError(f"retired: item {item} is retired twice")
+        out.append((step, item))
+        last = step
+        seen.add(item)
+    return tuple(out)
+
+
+def normal_joined(events, n: int) -> tuple:
+    """((first ask step, first told row, item), ...) validated: the last items in order, steps and
+    rows non-decreasing from 1."""
+    if isinstance(events, (str, bytes)) or not hasattr(events, "__iter__"):
+        raise ValueError(f"joined must be a sequence of (first ask, first told row, item), got {_short(events)}")
+    events = list(events)
+    out, last = [], (1, 1)
+    for k, event in enumerate(events):
+        try:
+            step, row, item = event
+        except (TypeError, ValueError):
+            raise ValueError(f"joined: {_short(event)} is not a (first ask, first told row, item) triple") from None
+        step = check.integer("joined step", step, low=last[0], high=check.MAX_INTEGER)
+        row = check.integer("joined row", row, low=last[1], high=step)
+        item = check.integer("joined item", item, low=0, high=n - 1)
+        if item != n - len(events) + k:
+            raise ValueError(f"joined: item {item} is not the {k + 1}th of the last {len(events)} items")
+        out.append((step, row, item))
+        last = (step, row)
+    return tuple(out)
 
 
 def normal_seed(seed) -> dict:

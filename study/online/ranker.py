@@ -14,17 +14,12 @@ Ask t (1-based) is step t of the policy; told outcome k (in the order of the tel
 estimator, refitted with the schedule of step k.  Judges who answer out of order simply shift
 which estimate a later ask sees; the estimate itself depends only on the told rows and their order.
 
-Resuming without replay.  A tell stores, in its transaction, the estimate and (when due) a
-checkpoint of the estimator's whole state (:mod:`study.online.snapshot`); reopening verifies the
-store (:mod:`study.online.verify`), appends the told rows to the estimator's data without fitting,
-restores the checkpoint and refits only the few tells after it (:mod:`study.online.state`), so a
-reopened ranker continues bit for bit as an uninterrupted one.  The shared uniforms are a function
-of (seed, ask index); the policy's private generator is saved after every ask (its
-``bit_generator.state``, in the ask's row) and restored before the next one, whoever made it.  A
-policy's optional ``update(step, choice, wins)`` is called as each told row is applied, with a
-step that carries the ask's t, context and uniforms, the estimate before the row, and no generator
-(``rng=None``); its state is checkpointed through ``state_dict()``/``load_state_dict(state)`` (JSON)
-when it has them, else the history is refitted on reopening to rebuild it.
+Resuming without replay: a tell stores the estimate and (when due) a checkpoint of the
+estimator's state (:mod:`.snapshot`); reopening verifies the store (:mod:`.verify`), restores the
+checkpoint and refits the few tells after it (:mod:`.state`): bit for bit the uninterrupted run.
+The policy's generator state is saved with every ask; a policy's ``update`` state is checkpointed
+through ``state_dict``/``load_state_dict`` (else the history is refitted).  The horizon:
+:mod:`.horizon` (fixed, open, raised).
 """
 from __future__ import annotations
 
@@ -39,21 +34,22 @@ import numpy as np
 
 from .._version import __version__
 from ..core import _validate as check
-from ..core.sandwich import check_se, robust
+from ..core.sandwich import robust
 from ..core.threads import one_blas_thread
 from ..policies import Step, policy_provenance, resolve_policy
 from ..simulation.replication import _checked
-from . import report, snapshot, stopping
+from . import items, judges, report, snapshot, stopping
 from .config import Config, bounded_array
+from .raising import Raising
 from .state import LoopState, compare_with_stored
-from .tickets import Ticket, TicketError, count, outcome_fields, ticket_key
-from .store import FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
+from .tickets import Ticket, TicketError, check_batch, count, outcome_fields, ticket_key
+from .store import CHECKPOINTED, FORMAT, FORMAT_1, TIMEOUT, Store, StoreError, checkpoint_stride, pack, unpack
 
-MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
 from .verify import Ledger, Opened, open_store, read_checkpoint, read_estimate, recheck_schema
+MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds waited for another process's transaction, at most
 
 
-class Ranker:
+class Ranker(Raising):
     """An online ranker with a crash-safe store (one SQLite file per ranker).
 
     Parameters
@@ -71,8 +67,9 @@ class Ranker:
         A method: built-in (``"RB"``, the default, and the others of :data:`study.ALL_METHODS`),
         registered with :func:`study.register_policy`, or an import path ``"package.module:Name"``.
     T : int
-        The horizon: how many pairs the ranker hands out at most (default 10,000).  The policy and
-        the estimator use it as the simulations do (exploration, UCB width, lambda_t).
+        The horizon: how many pairs the ranker hands out at most.  The policy and the estimator use
+        it as the simulations do.  Not given on creation: an open horizon (:mod:`.horizon`, epochs
+        doubling from 10,000); a larger T on reopening raises it.  ``open_horizon=True``: open from T.
     T0 : int
         End of the first stage (constrained MLE, exploration for RB); default 0.4 T.
     M : int
@@ -119,9 +116,10 @@ class Ranker:
 
     def __init__(self, path, *, n_items=None, dim=None, policy=None, T=None, T0=None, M=None, alpha=None,
                  gamma=None, c_lambda=None, tie_break=None, seed=None, edges=None, items=None, theta0=None,
-                 readonly: bool = False, timeout: float = TIMEOUT):
+                 open_horizon=None, readonly: bool = False, timeout: float = TIMEOUT):
         given = dict(n_items=n_items, dim=dim, policy=policy, T=T, T0=T0, M=M, alpha=alpha, gamma=gamma,
-                     c_lambda=c_lambda, tie_break=tie_break, seed=seed, edges=edges, items=items, theta0=theta0)
+                     c_lambda=c_lambda, tie_break=tie_break, seed=seed, edges=edges, items=items, theta0=theta0,
+                     open_horizon=open_horizon)
         self.path = Path(path)
         if not isinstance(readonly, (bool, np.bool_)):
             raise ValueError(f"readonly must be True or False, got {readonly!r}")
@@ -136,7 +134,7 @@ class Ranker:
             raise ValueError("a read-only ranker takes no creation arguments")
         fresh = None
         if not readonly and (not self.path.exists() or (self.path.is_file() and self.path.stat().st_size == 0)):
-            fresh = Config.from_arguments(given)  # all checks before the file exists
+            fresh = Config.from_arguments(self._creation(given))  # all checks before the file exists
             resolve_policy(fresh.policy)
         self._store = Store(self.path, create=not readonly, readonly=readonly, timeout=timeout)
         try:
@@ -158,7 +156,7 @@ class Ranker:
             raise
 
     def _check_arguments(self, config: Config, given: dict) -> None:
-        differences = config.differences(given)
+        differences = config.differences(self._reopening(config, given))
         if differences:
             raise ValueError(f"{self.path} was created with other arguments: {'; '.join(differences)}. "
                              "Open it without them (or with the stored values) to continue it, or use another file")
@@ -176,14 +174,14 @@ class Ranker:
             if opened is None:
                 opened = open_store(conn, self.path)  # perhaps created by another process meanwhile
                 if opened is None:
-                    config = fresh if fresh is not None else Config.from_arguments(given)
+                    config = fresh if fresh is not None else Config.from_arguments(self._creation(given))
                     meta = {"store_id": secrets.token_hex(16), "arguments": config.to_json(),
                             "study_version": __version__,
                             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                             "policy_sha256": str(policy_provenance(config.policy)["source_sha256"])}
                     Store.create(conn, meta)
                     self._factory = resolve_policy(config.policy)
-                    self._opened = Opened(FORMAT, {"format": FORMAT, **meta}, config, Ledger(self.path, config), None,
+                    self._opened = Opened(FORMAT, {"format": FORMAT, **meta}, config, Ledger(self.path, config, True), None,
                                           (0, None), Store.schema_version(conn))
                     self.config = config
                     return
@@ -202,12 +200,17 @@ class Ranker:
                 state.fit(ledger, ledger.n_tells)
                 compare_with_stored(self.path, state, theta, ledger.n_tells, stacklevel=4)
                 store_id = secrets.token_hex(16)
-                Store.upgrade(conn, store_id)
+                Store.upgrade(conn, FORMAT_1, store_id)
+                ledger.judged = True
                 if state.applied:
                     self._write_estimate(conn, state, force_checkpoint=True)
                 opened.format, opened.meta = FORMAT, {**opened.meta, "format": FORMAT, "store_id": store_id}
                 opened.schema_version = Store.schema_version(conn)
             else:
+                if opened.format != FORMAT:  # format 2: the judges' tables added (empty), nothing refitted
+                    Store.upgrade(conn, opened.format)
+                    ledger.judged, opened.format, opened.meta = True, FORMAT, {**opened.meta, "format": FORMAT}
+                    opened.schema_version = Store.schema_version(conn)
                 checkpoint = read_checkpoint(conn, self.path, ledger.n_tells)
                 refitted = state.catch_up(self.path, ledger, checkpoint)
                 if refitted == 0 and theta is not None and not np.array_equal(theta, state.estimate.theta):
@@ -217,6 +220,7 @@ class Ranker:
                 if checkpoint[1] is not None and not snapshot.current(checkpoint[1]):  # written by other code:
                     self._write_estimate(conn, state, force_checkpoint=True)  # refitted once, checkpointed anew
             self._state = state
+            self._raise_pending(conn)  # a larger T given on reopening
 
     @property
     def store_id(self):
@@ -231,8 +235,9 @@ class Ranker:
         if version != self._seen:
             if recheck_schema(conn, self.path, self._opened):  # upgraded by another process: verified anew
                 self._opened, self._state = open_store(conn, self.path), None
+            self._follow_horizon(conn)  # raised by another process
             self._opened.ledger.read(conn)
-            if self._opened.format == FORMAT:
+            if self._opened.format in CHECKPOINTED:
                 self._checkpoint = Store.checkpoint_info(conn)
             self._seen = version
         return self._opened.ledger
@@ -257,7 +262,7 @@ class Ranker:
         or not, so that no reader trusts a store a writer would refuse."""
         seq = self._checkpoint[0]
         blob = conn.execute("SELECT state FROM checkpoint WHERE id = 1").fetchone()[0] \
-            if seq > state.applied and self._opened.format == FORMAT else None
+            if seq > state.applied and self._opened.format in CHECKPOINTED else None
         refitted = state.catch_up(self.path, ledger, (seq, blob))
         theta = read_estimate(conn, self.path, self.config, ledger.n_tells)
         if refitted == 0 and theta is not None and not np.array_equal(theta, state.estimate.theta):
@@ -314,17 +319,19 @@ class Ranker:
 
         def operation(conn, state):
             t = Store.last_ask(conn) + 1
-            if t > self.config.T:
-                raise ValueError(f"{self.path}: all T = {self.config.T} asks of this ranker's horizon are used; "
-                                 "create a new ranker with a larger T")
+            if self.config.limit is not None and t > self.config.limit:
+                raise ValueError(f"{self.path}: all T = {self.config.limit} asks of this ranker's horizon are used; "
+                                 "raise it (Ranker(path, T=larger), python -m study.online horizon STORE T)")
             try:
                 state.restore_rng(conn, t - 1)
             except StoreError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
             state.rng_ask = None  # until the ask is stored
-            step = Step(t, x, state.uniforms[t - 1], state.policy_graph, state.estimate.theta, state.debiased.for_policy,
-                        rng=state.rng, setting=state.setting)
-            major, other, explored = _checked(state.policy.select(step), self.config.policy, t, state.graph)
+            policy, (graph, policy_graph) = state.policy_for(t), state.graphs_at(t)
+            step = Step(t, x, state.uniform(t), policy_graph, state.estimate.theta, state.debiased.for_policy,
+                        rng=state.rng, setting=state.setting_at(t))
+            major, other, explored = items.newcomer(self.config, self._opened.ledger, state, t) or \
+                _checked(policy.select(step), self.config.policy, t, graph)
             now = time.time()
             conn.execute("INSERT INTO asks (id, x, major, other, explored, told_before, rng_state, status, asked_at) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
@@ -337,16 +344,21 @@ class Ranker:
 
         return self._guarded(operation)
 
-    def tell(self, ticket, wins, m=None, ties=0) -> None:
+    def tell(self, ticket, wins, m=None, ties=0, *, judge=None, side=None, bothbad=0) -> None:
         """Record the outcome of ``ticket`` (a :class:`Ticket` or its id): ``wins`` of the ``m``
         comparisons (default M) won outright by ``ticket.other``, ``ties`` of them tied (a tie
-        counts as half a win for each side).  One transaction: the outcome, the ticket closed and
-        the refitted estimate (and its checkpoint, when due) are stored together, or nothing is."""
-        self._tell([self._outcome(ticket, wins, m, ties)], many=False)
+        counts as half a win for each side).  ``judge``: the name of the judge who told it (a judge
+        of the store, not revoked: :mod:`study.online.judges`; None: unknown); ``side``: which was
+        shown first, ``"major"`` or ``"other"`` (None: not said); ``bothbad``: how many of the ties
+        were "both bad" (``tie (bothbad)`` in an export; half a win each, as every tie).  One
+        transaction: the outcome, the ticket closed and the refitted estimate (and its checkpoint,
+        when due) are stored together, or nothing is."""
+        self._tell([self._outcome(ticket, wins, m, ties, judge, side, bothbad)], many=False)
 
     def tell_many(self, outcomes) -> int:
         """Record a batch of outcomes in one transaction: each a ``(ticket, wins)``,
-        ``(ticket, wins, m)`` or ``(ticket, wins, m, ties)`` tuple, or a mapping with those keys.
+        ``(ticket, wins, m)`` or ``(ticket, wins, m, ties)`` tuple, or a mapping with those keys
+        (and optionally ``judge``, ``side``, as in :meth:`tell`).
         The rows are applied in the order given, each refitted as by :meth:`tell` (so the store and
         the estimates equal those of the same tells one by one), and stored together or not at all:
         a bad outcome (``ValueError`` naming it: ``outcome 3: ...``) leaves the store as it was.
@@ -355,7 +367,7 @@ class Ranker:
         batch = []
         for k, outcome in enumerate(outcomes):
             try:
-                batch.append(self._outcome(*outcome_fields(outcome)))
+                batch.append(self._outcome(*outcome_fields(outcome, judged=True)))
             except TicketError as exc:
                 raise exc.in_batch(k) from None
             except ValueError as exc:
@@ -364,8 +376,8 @@ class Ranker:
             self._tell(batch, many=True)
         return len(batch)
 
-    def _outcome(self, ticket, wins, m=None, ties=0) -> tuple:
-        """(ask id, pair or None, wins, ties, m) of one outcome, its values validated."""
+    def _outcome(self, ticket, wins, m=None, ties=0, judge=None, side=None, bothbad=0) -> tuple:
+        """(ask id, pair or None, wins, ties, m, judge, side, bothbad) of one outcome, validated."""
         ask_id, pair = self._ticket_id(ticket)
         m = self.config.M if m is None else m
         m = count("m", m, low=1)
@@ -375,45 +387,34 @@ class Ranker:
         wins, ties = count("wins", wins, low=0), count("ties", ties, low=0)
         if wins + ties > m:
             raise ValueError(f"wins + ties = {wins} + {ties} exceeds m = {m}")
-        return ask_id, pair, wins, ties, m
+        if judge is not None:
+            judges.check_name(judge)
+        bothbad = count("bothbad", bothbad, low=0)
+        if bothbad > ties:
+            raise ValueError(f"bothbad = {bothbad} exceeds ties = {ties} (it counts the ties that were both bad)")
+        return ask_id, pair, wins, ties, m, judge, judges.check_side(side), bothbad
 
     def _tell(self, batch: list, many: bool) -> None:
         self._writable()
 
         def operation(conn, state):
-            seen = {}
-            for k, (ask_id, pair, _, _, _) in enumerate(batch):  # every check before any change
-                prefix = f"outcome {k}: " if many else ""
-                where = dict(ticket=ask_id, outcome=k if many else None)
-                row = Store.ask(conn, ask_id)
-                if row is None:
-                    raise TicketError(f"{prefix}ticket {ask_id} was never asked (this ranker has handed out "
-                                      f"{Store.last_ask(conn)} tickets)", reason="never_asked", **where)
-                _, _, major, other, _, _, status, _, closed_at = row
-                if pair is not None and pair != (major, other):
-                    raise TicketError(f"{prefix}ticket {ask_id} is for the pair ({major}, {other}), not {pair}",
-                                      reason="pair", **where)
-                if status != "open":
-                    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(closed_at))
-                    stored = Store.tell_of(conn, ask_id) if status == "told" else None
-                    raise TicketError(f"{prefix}ticket {ask_id} was already {status} ({when}"
-                                      + ("" if stored is None else f", seq {stored['seq']}: wins {stored['wins']}, "
-                                                                   f"ties {stored['ties']} of m = {stored['m']}")
-                                      + "); it cannot be told again", reason=status, stored=stored, **where)
-                if ask_id in seen:
-                    raise ValueError(f"{prefix}ticket {ask_id} is told twice in this batch (outcome {seen[ask_id]})")
-                seen[ask_id] = k
+            check_batch(conn, batch, many)  # every check before any change
+            judged = judges.ids(conn, self.path, self._opened.format, batch)
             ledger = self._opened.ledger
             now = time.time()
-            for ask_id, _, wins, ties, m in batch:
+            for ask_id, _, wins, ties, m, name, side, bothbad in batch:
                 seq = state.applied + 1
                 conn.execute("INSERT INTO tells (seq, ask_id, wins, ties, m, told_at) VALUES (?, ?, ?, ?, ?, ?)",
                              (seq, ask_id, wins, ties, m, now))
+                judge = judged.get(name)
+                if judge is not None or side is not None or bothbad:
+                    conn.execute("INSERT INTO told_by (seq, judge, side, bothbad) VALUES (?, ?, ?, ?)",
+                                 (seq, judge, side, bothbad))
                 conn.execute("UPDATE asks SET status = 'told', closed_at = ? WHERE id = ?", (now, ask_id))
                 a = ask_id - 1
                 state.apply(seq, ask_id, ledger.X[a], int(ledger.major[a]), int(ledger.other[a]),
                             bool(ledger.explored[a]), wins, ties, m)
-                self._after_commit.append(lambda row=(seq, ask_id, wins, ties, m): ledger.add_tell(*row))
+                self._after_commit.append(lambda row=(seq, ask_id, wins, ties, m, judge, side): ledger.add_tell(*row))
             state.clean = False  # ahead of the file until the commit
             self._write_estimate(conn, state)
 
@@ -491,8 +492,9 @@ class Ranker:
     def _snapshot(self, se: str):
         """(theta, debiased result, told rows) of one consistent state; the result is the caller's own
         (a copy: writing into it cannot reach the estimate the policy sees)."""
-        se = check_se(se)
         state = self._read()
+        se = judges.resolve_se(se, self._opened.ledger, (self.config.n_items - 1) * self.config.dim)  # "auto": by
+        # judge where two named judges told
         theta = state.estimate.theta.copy()
         with one_blas_thread():
             shared = state.debiased()
@@ -500,15 +502,19 @@ class Ranker:
                                          factor=None if shared.factor is None else shared.factor.copy())
             if se == "sandwich":
                 result = robust(result, theta, *state.rows.arrays())
+            elif se == "cluster":
+                result = judges.clustered(result, theta, state.rows, self._opened.ledger)
         return theta, result, state.rows
 
-    def debiased(self, se: str = "model"):
+    def debiased(self, se: str = "auto"):
         """The debiased estimate at the current theta (:class:`study.DebiasResult`) with the
-        model-based (``se="model"``, the paper's Phi_11) or sandwich (``"sandwich"``, robust to
-        ties) covariance; ``available`` is False while the told rows do not identify theta."""
+        model-based (``se="model"``, the paper's Phi_11), sandwich (``"sandwich"``, robust to
+        ties) or judge-clustered (``"cluster"``) covariance (``"auto"``, the default: clustered
+        where two named judges have told, else model-based); ``available`` is False while the told
+        rows do not identify theta."""
         return self._snapshot(se)[1]
 
-    def intervals(self, level: float = 0.95, se: str = "model", anytime: bool = False, tightest_at=None):
+    def intervals(self, level: float = 0.95, se: str = "auto", anytime: bool = False, tightest_at=None):
         """CIs of every theta_ik (a DataFrame: item, name, dim, estimate, se, lower, upper, level,
         anytime, se_method); ValueError while they are not available.  ``anytime=True``: the
         confidence sequences instead, valid at every look at once (tightest after ``tightest_at``
@@ -531,7 +537,7 @@ class Ranker:
             raise ValueError("nothing asked yet: no context to rank at")
         return unpack(row[1])
 
-    def ranking(self, x=None, level: float = 0.95, se: str = "model", anytime: bool = False, tightest_at=None):
+    def ranking(self, x=None, level: float = 0.95, se: str = "auto", anytime: bool = False, tightest_at=None):
         """The items ranked by x'theta_i at context ``x`` (default: the mean told context), with the
         CI of x'theta_i from the debiased estimate (NaN while unavailable): a DataFrame.
         ``anytime=True``: confidence sequences instead of CIs (as in :meth:`intervals`)."""
@@ -541,9 +547,10 @@ class Ranker:
         x = self._mean_context(rows) if x is None else x
         factor = (stopping.factor(result, level, True, stopping.tightest(self.config, tightest_at))
                   if anytime and result.available else None)
-        return report.ranking(theta, result, np.asarray(x, dtype=float), self.config.labels, level, factor)
+        return items.mark(report.ranking(theta, result, np.asarray(x, dtype=float), self.config.labels, level, factor),
+                          self.config)
 
-    def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", anytime: bool = True,
+    def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "auto", anytime: bool = True,
                  tightest_at=None):
         """The stopping rule's verdict (:class:`study.online.stopping.Decision`: ``decided``,
         ``top``, ``margin``, ``closest`` by index, ``top_names``, ``closest_names`` by name, and
@@ -559,7 +566,7 @@ class Ranker:
                                     tightest_at=stopping.tightest(self.config, tightest_at))
         return stopping.named(verdict, self.config.labels, level, result.comparisons or 0)
 
-    def decided(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", tightest_at=None) -> bool:
+    def decided(self, level: float = 0.95, top: int = 1, x=None, se: str = "auto", tightest_at=None) -> bool:
         """True once the top-``top`` set at ``x`` (default: the mean told context) is separated from
         the rest by the ``level`` confidence sequences: every pair (i in the set, j outside) has its
         sequence of x'(theta_i - theta_j) above 0 (Bonferroni over the pairs).  Looking after every
@@ -568,7 +575,7 @@ class Ranker:
         return self.decision(level, top, x, se, True, tightest_at).decided
 
     def diagram(self, contexts, path=None, *, uncertainty: bool = True, level: float = 0.95,
-                threshold: float = 0.95, se: str = "model"):
+                threshold: float = 0.95, se: str = "auto"):
         """The paper's ranking diagram over ``contexts`` (Q, d): an arrow i -> j when x'theta_i >
         x'theta_j (``uncertainty=False``) or the ``level`` CI of x'(theta_i - theta_j) lies above 0
         (``uncertainty=True``) for more than ``threshold`` of the contexts; transitive reduction.

@@ -12,7 +12,8 @@ from ..core import _validate as check
 from ..llm.diagrams import dominance, dominance_ci, draw_diagram, transitive_reduction
 
 SE_TEXT = {"model": "model-based SE (the paper's Phi_11, Bernoulli comparisons)",
-           "sandwich": "sandwich SE (robust: the comparisons' own variance, ties as half wins)"}
+           "sandwich": "sandwich SE (robust: the comparisons' own variance, ties as half wins)",
+           "cluster": "judge-clustered sandwich SE (each named judge a unit; a tell of no named judge its own)"}
 
 
 def _unavailable(result) -> ValueError:
@@ -135,15 +136,15 @@ def show_text(ranker, *, level: float = 0.95, se: str = "model", anytime: bool =
     table = ranker.ranking(x, level=level, se=se, anytime=anytime)
     kind = (f"{level:.0%} confidence sequences (anytime-valid)" if anytime else f"{level:.0%} CIs (fixed-time)")
     lines.append(f"Ranking at the mean told context (x = {np.array2string(x, precision=3, max_line_width=200)}), "
-                 f"{kind} of x'theta_i, {SE_TEXT[se]}:")
+                 f"{kind} of x'theta_i, {SE_TEXT[table.attrs['se_method']]}:")
     if table["se"].isna().all():
         lines.append("  (no CIs yet: the told outcomes do not identify theta; score = estimate, x'theta_i)")
     else:
         lines.append("  score = x'theta^d_i, the debiased estimate (the interval's centre and the order); "
                      "estimate = x'theta_i, the current fit the policy uses")
     with pd.option_context("display.width", 200, "display.max_rows", 500):
-        lines.append(table.drop(columns=["level", "anytime", "se_method"]).to_string(index=False,
-                                                                                     float_format="%.4f"))
+        hidden = ["level", "anytime", "se_method"] + ([] if table["retired"].any() else ["retired"])
+        lines.append(table.drop(columns=hidden).to_string(index=False, float_format="%.4f"))
     if top < c.n_items:
         from .stopping import decision_text, tightest
         lines.append(decision_text(ranker.decision(level, top, x, se), c.labels, level=level, top=top,

@@ -13,7 +13,8 @@ GET  pending           the open tickets
 GET  state             counts, told and asked (what the page polls)
 GET  config            the ranker's arguments
 GET  estimate          theta
-GET  ranking           at the mean told context or ``x``: score, SE, CI or CS, per-item counts
+GET  ranking           at the mean told context or ``x``: score, SE, CI or CS, per-item counts; as a
+                       leaderboard (Elo-style scale, rank intervals, Rank (UB): study.online.standings)
 GET  intervals         every theta_ik's CI or CS
 GET  decision          the stopping rule's verdict, in words too
 GET  told              the told rows after seq ``after`` (paged), for export and live views
@@ -21,6 +22,7 @@ GET  timeline          (time, seq) of the tells, sampled
 GET  diagram.svg       the ranking diagram over the told contexts
 POST diagram           the diagram over given contexts (adjacency, SVG or PNG)
 GET  health            liveness (never needs the token)
+GET  (the prefix)      an index of these routes (never needs the token)
 =====================  ========================================================================
 
 Authentication: ask, tell, tell_many and expire need ``Authorization: Bearer TOKEN``; reads need it
@@ -42,14 +44,13 @@ thread, on copies.
 from __future__ import annotations
 
 import base64
-import ipaddress
 from contextlib import asynccontextmanager
 import secrets
 from pathlib import Path
 from typing import Literal, Optional
 
 import numpy as np
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -60,27 +61,18 @@ from starlette.staticfiles import StaticFiles
 from .._version import __version__
 from ..core import _validate as check
 from ..core.confseq import check_tightest_at
-from . import api, report
+from . import api, arena_routes, report
 from .config import bounded_array
+from .hardening import HEADER_TIMEOUT, LOOPBACK_NAMES, MAX_BODY, HostGate, SlowBody, is_loopback
 from .service import MAX_PAGE, Service, draw
+from .standings import MIN_JUDGMENTS, standings
 from .store import StoreError, StoreFileError
 from .tickets import Ticket, TicketError
 
-MAX_BODY = 1 << 20  # bytes of a request body (tell_many of some 15,000 outcomes)
 STATIC = Path(__file__).with_name("static")
 P = api.PREFIX
 REFUSALS = {code: {"model": api.Refusal} for code in (401, 403, 404, 409, 413, 503)}
-SE = Literal["model", "sandwich"]
-
-
-def is_loopback(host: str) -> bool:
-    """Does ``host`` (an address or ``localhost``) listen on loopback only?"""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+SE = Literal["model", "sandwich", "cluster", "auto"]
 
 
 class BodyLimit:
@@ -120,17 +112,21 @@ class TokenGate:
     assets never (their data come from the API)."""
 
     WRITES = frozenset(f"{P}/{name}" for name in ("ask", "tell", "tell_many", "expire"))
-    OPEN = frozenset((f"{P}/health", f"{P}/openapi.json"))
+    OPEN = frozenset((f"{P}/health", f"{P}/openapi.json", P, f"{P}/"))
+    JUDGED = frozenset(f"{P}/{name}" for name in ("battle/next", "battle/vote", "judges/report"))  # the judging page's
 
-    def __init__(self, app, token: str, reads_need_token: bool):
+    def __init__(self, app, token: str, reads_need_token: bool, judge_of=None, judged: bool = False):
         self.app, self.expected, self.reads_need_token = app, f"bearer {token}".encode(), reads_need_token
+        self.judge_of = judge_of  # async token -> a judge's name or None (study.online.arena_routes)
+        self.judged = judged  # the judging page is served: its routes need a token, a judge's (the router says whose)
 
     @classmethod
-    def guarded(cls, path: str, reads_need_token: bool) -> bool:
-        return path in cls.WRITES or (reads_need_token and path.startswith(f"{P}/") and path not in cls.OPEN)
+    def guarded(cls, path: str, reads_need_token: bool, judged: bool = False) -> bool:
+        return path in cls.WRITES or (judged and path in cls.JUDGED) or path in arena_routes.ADMIN or (
+            reads_need_token and path.startswith(f"{P}/") and path not in cls.OPEN)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and self.guarded(scope["path"], self.reads_need_token):
+        if scope["type"] == "http" and self.guarded(scope["path"], self.reads_need_token, self.judged):
             given = dict(scope["headers"]).get(b"authorization", b"")
             if given[:7].lower() != b"bearer ":
                 return await JSONResponse(
@@ -138,7 +134,11 @@ class TokenGate:
                                "the file beside the store, or the server's STUDY_ONLINE_TOKEN)"},
                     status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             if not secrets.compare_digest(b"bearer " + given[7:].strip(), self.expected):
-                return await JSONResponse({"detail": "wrong token"}, status_code=403)(scope, receive, send)
+                judge = None if self.judge_of is None or scope["path"] in arena_routes.ADMIN else \
+                    await self.judge_of(given[7:].strip().decode("latin-1"))
+                if judge is None:
+                    return await JSONResponse({"detail": "wrong token"}, status_code=403)(scope, receive, send)
+                scope.setdefault("state", {})["judge"] = judge  # a named judge's token: its tells carry the name
         await self.app(scope, receive, send)
 
 
@@ -182,12 +182,20 @@ def ticket_json(ticket: Ticket) -> dict:
             "major_name": ticket.major_name, "other_name": ticket.other_name, "store_id": ticket.store_id}
 
 
-def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_body: int = MAX_BODY) -> FastAPI:
+def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_body: int = MAX_BODY,
+               allowed_hosts=LOOPBACK_NAMES, body_timeout: float = HEADER_TIMEOUT,
+               min_judgments: int = MIN_JUDGMENTS, pool=None, judging_log=None,
+               overlap: float = 0.1) -> FastAPI:
     """The app serving the writable :class:`~study.online.Ranker` that ``open_ranker()`` opens (or
     creates), in a thread of its own, when the app starts (closed when it stops); or a
     :class:`~study.online.service.Service` already opened (``serve`` opens it first, to refuse a
     bad store before serving).  ``token``: what ask, tell, tell_many and expire need (and reads,
-    with ``reads_need_token``)."""
+    with ``reads_need_token``).  ``allowed_hosts``: the ``Host`` names it answers to (``"*"``: any;
+    :mod:`study.online.hardening`); ``body_timeout``: seconds a body may stop coming (then 408);
+    ``min_judgments``: the default of ``GET ranking``'s (:mod:`study.online.standings`).  ``pool``
+    (:func:`study.online.pool.read_pool`): the judging page at ``/judge``
+    (:mod:`study.online.judge_routes`), judges identified by their tokens of the store, the battle
+    log appended to ``judging_log``, a share ``overlap`` re-served for agreement."""
     if not token:
         raise ValueError("a server needs a token")
     service = open_ranker if isinstance(open_ranker, Service) else Service(open_ranker)
@@ -202,10 +210,20 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     app = FastAPI(title="study.online ranker", version=__version__, openapi_url=f"{P}/openapi.json", docs_url=None,
                   redoc_url=None, description=__doc__.split("\n\n")[0], lifespan=lifespan)
+    app.add_middleware(SlowBody, seconds=body_timeout)
     app.add_middleware(BodyLimit, limit=max_body)
-    app.add_middleware(TokenGate, token=token, reads_need_token=reads_need_token)
+    app.add_middleware(TokenGate, token=token, reads_need_token=reads_need_token,
+                       judge_of=lambda given: arena_routes.judge_of(service, given), judged=pool is not None)
+    app.add_middleware(HostGate, allowed=allowed_hosts)  # the last added runs first: a foreign Host learns nothing
+    app.include_router(arena_routes.router(service))
+    if pool is not None:
+        from .judge_routes import judge_router
+
+        app.include_router(judge_router(pool, identify=lambda given: arena_routes.judge_of(service, given),
+                                        log=judging_log, service=service, store_judges=True, overlap=overlap))
     app.state.service = service
     call = service.call  # every use of the ranker, in its thread
+    default_min_judgments = min_judgments
 
     def openapi() -> dict:  # the gate's rule in the schema: which routes need the bearer token
         if app.openapi_schema is None:
@@ -214,7 +232,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                 "type": "http", "scheme": "bearer", "description": "the server's token (the file beside the store, "
                                                                   "0600, or STUDY_ONLINE_TOKEN)"}}
             for path, operations in schema["paths"].items():
-                if TokenGate.guarded(path, reads_need_token):
+                if TokenGate.guarded(path, reads_need_token, pool is not None):
                     for operation in operations.values():
                         operation["security"] = [{"HTTPBearer": []}]
             app.openapi_schema = schema
@@ -258,6 +276,8 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
             raise invalid(loc + ("m",), f"m = {m} exceeds M = {M}, the comparisons per ask of this ranker", m)
         if body.wins + body.ties > m:
             raise invalid(loc + ("wins",), f"wins + ties = {body.wins} + {body.ties} exceeds m = {m}", body.wins)
+        if body.bothbad > body.ties:
+            raise invalid(loc + ("bothbad",), f"bothbad = {body.bothbad} exceeds ties = {body.ties}", body.bothbad)
         return ticket_of(body, loc), body.wins, m, body.ties
 
     def ticket_of(body, loc):
@@ -312,12 +332,13 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
         return await call(work)
 
     @app.post(f"{P}/tell", response_model=api.Told, responses=REFUSALS, summary="one outcome (one transaction)")
-    async def tell(body: api.Outcome):
+    async def tell(body: api.Outcome, request: Request):
         told = outcome(body, ("body",))
 
         def work():
             try:
-                service.ranker.tell(*told)
+                service.ranker.tell(*told, judge=request.scope.get("state", {}).get("judge"), side=body.side,
+                                    bothbad=body.bothbad)
             except TicketError as exc:
                 return ticket_refused(exc, told_as_asked(exc, [told]))
             return JSONResponse({"ticket": body.ticket, "seq": service.n_told, "n_told": service.n_told})
@@ -326,7 +347,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     @app.post(f"{P}/tell_many", response_model=api.ToldMany, responses=REFUSALS,
               summary="a batch of outcomes (one transaction: all or none)")
-    async def tell_many(body: api.TellManyRequest):
+    async def tell_many(body: api.TellManyRequest, request: Request):
         batch, seen = [], {}
         for k, o in enumerate(body.outcomes):
             if o.ticket in seen:
@@ -337,7 +358,9 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
         def work():
             try:
-                told = service.ranker.tell_many([(t, w, m, c) for t, w, m, c in batch])
+                judge = request.scope.get("state", {}).get("judge")
+                told = service.ranker.tell_many([dict(ticket=t, wins=w, m=m, ties=c, judge=judge, side=o.side,
+                                                      bothbad=o.bothbad) for (t, w, m, c), o in zip(batch, body.outcomes)])
             except TicketError as exc:
                 return ticket_refused(exc, told_as_asked(exc, batch))
             n = service.n_told
@@ -364,6 +387,16 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
         return await call(work)
 
     # --- reads ----------------------------------------------------------------------------------
+    @app.get(P, include_in_schema=False)
+    @app.get(f"{P}/", summary="this index: the routes, the schema, the docs (no token)")
+    async def index():
+        routes = [{"method": method, "path": route.path, "summary": route.summary or ""}
+                  for route in app.routes if getattr(route, "include_in_schema", False)
+                  and route.path.startswith(f"{P}/") and route.path != f"{P}/"
+                  for method in sorted(getattr(route, "methods", ()) or ())]
+        return {"api": api.VERSION, "version": __version__, "schema": f"{P}/openapi.json", "page": "/",
+                "docs": "docs/service.md of the study package", "routes": routes}
+
     @app.get(f"{P}/health", response_model=api.Health, summary="liveness (no token)")
     async def health():
         return {"status": "ok", "version": __version__, "api": api.VERSION}
@@ -378,7 +411,9 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
         return {"store": service.ranker.path.name, "store_id": service.ranker.store_id, "n_items": c.n_items,
                 "dim": c.dim, "items": c.labels, "policy": c.policy, "T": c.T, "T0": c.T0, "M": c.M,
                 "alpha": c.alpha, "gamma": c.gamma, "c_lambda": c.c_lambda, "tie_break": c.tie_break,
-                "edges": None if c.edges is None else [list(e) for e in c.edges], "reads_need_token": reads_need_token}
+                "edges": None if c.edges is None else [list(e) for e in c.edges], "reads_need_token": reads_need_token,
+                "min_judgments": default_min_judgments, "open_horizon": c.open_horizon, "limit": c.limit,
+                "retired": [c.labels[i] for _, i in c.retired]}
 
     @app.get(f"{P}/pending", response_model=list[api.TicketModel], responses=REFUSALS)
     async def pending():
@@ -391,8 +426,13 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
     @app.get(f"{P}/ranking", response_model=api.Ranking, responses=REFUSALS,
              summary="the items ranked at a context, with CIs (or anytime CSs) and per-item counts")
     async def ranking(level: float = Query(0.95, gt=0.0, lt=1.0), se: SE = "model", anytime: bool = False,
-                      tightest_at: Optional[float] = None, x: Optional[list[float]] = Query(None)):
+                      tightest_at: Optional[float] = None, x: Optional[list[float]] = Query(None),
+                      scale: Literal["logit", "elo"] = "logit", anchor: Optional[str] = None,
+                      anchor_rating: float = Query(1000.0, ge=-1e9, le=1e9), ranks: bool = True,
+                      min_judgments: int = Query(default_min_judgments, ge=0, le=api.MAX_INT)):
         at, tight = context(x, ("query", "x")), tightest(tightest_at)
+        if anchor is not None and anchor not in service.config.labels:
+            raise invalid(("query", "anchor"), f"anchor {anchor!r} is not an item of this ranker", anchor)
 
         def work():
             ranker, x = service.ranker, at
@@ -400,12 +440,26 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                 if ranker.n_asked == 0:
                     return refused(409, "nothing asked yet: no context to rank at", reason="nothing_asked")
                 x = ranker.mean_context()
-            table = ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
-            return {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": se,
-                    "score": table.attrs["score"], "n_told": service.n_told, "rows": records(table),
-                    "items": service.items()}
+            try:
+                table = ranker.ranking(x, level=level, se=se, anytime=anytime, tightest_at=tight)
+            except StoreError:
+                raise
+            except ValueError as exc:  # se=cluster where no named judge has told
+                return refused(409, str(exc), reason="no_judges")
+            method = table.attrs["se_method"]  # "auto" resolved
+            result = ranker._snapshot(method)[1] if ranks and table.attrs["score"] == "debiased" else None
+            return x, {"x": x.tolist(), "level": level, "anytime": anytime, "se_method": method,
+                       "score": table.attrs["score"], "n_told": service.n_told, "rows": records(table),
+                       "items": service.items()}, result
 
-        return await call(work)
+        answer = await call(work)
+        if isinstance(answer, JSONResponse):
+            return answer
+        x, body, result = answer
+        body.update(await run_in_threadpool(  # the rank intervals' draws: off the ranker's thread
+            standings, body["rows"], result, x, body["items"], level=level, scale=scale, anchor=anchor,
+            anchor_rating=anchor_rating, min_judgments=min_judgments))
+        return body
 
     @app.get(f"{P}/intervals", response_model=api.Intervals, responses=REFUSALS)
     async def intervals(level: float = Query(0.95, gt=0.0, lt=1.0), se: SE = "model", anytime: bool = False,
@@ -425,7 +479,8 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     @app.get(f"{P}/decision", response_model=api.DecisionModel, responses=REFUSALS,
              summary="the stopping rule's verdict (names, margin, in words)")
-    async def decision(level: float = Query(0.95, gt=0.0, lt=1.0), top: int = Query(1, ge=1), se: SE = "model",
+    async def decision(level: float = Query(0.95, gt=0.0, lt=1.0), top: int = Query(1, ge=1, le=api.MAX_INT),
+                       se: SE = "model",
                        anytime: bool = True, tightest_at: Optional[float] = None,
                        x: Optional[list[float]] = Query(None)):
         at, tight = context(x, ("query", "x")), tightest(tightest_at)
@@ -447,7 +502,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
 
     @app.get(f"{P}/told", response_model=api.ToldPage, responses=REFUSALS,
              summary="the told rows with seq > after, in order (paged)")
-    async def told(after: int = Query(0, ge=0), limit: int = Query(1000, ge=1, le=MAX_PAGE)):
+    async def told(after: int = Query(0, ge=0, le=api.MAX_INT), limit: int = Query(1000, ge=1, le=MAX_PAGE)):
         return await call(service.told, after, limit)
 
     @app.get(f"{P}/timeline", response_model=api.Timeline, responses=REFUSALS)

@@ -289,6 +289,11 @@ def restore(estimate, blob: bytes):
     for name, value in values.items():
         setattr(estimate, name, value)
     estimate.debiased = None
+    # the warm-start cache of the estimator's own last fit (margins and gradient at its point_beta)
+    # is not the checkpoint's: dropped, so that the next fit rebuilds it at the restored point_beta
+    # on the restored rows, as the uninterrupted history's does (kept, a writer that followed another
+    # writer's checkpoint started its next fit elsewhere: same estimate to 1e-9, another path)
+    estimate._point = None
     for name, value in data_values.items():
         setattr(estimate.data, name, value)
     return tree["policy"]

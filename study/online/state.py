@@ -43,13 +43,26 @@ class Rows:
         self.ties = np.zeros(capacity)
         self.m = np.zeros(capacity)
 
+    def _room(self, rows: int) -> None:
+        """Grown (doubled) as an open horizon needs."""
+        if rows <= len(self.i):
+            return
+        size = max(rows, 2 * len(self.i))
+        for name in ("i", "j", "X", "wins", "ties", "m"):
+            old = getattr(self, name)
+            new = np.zeros((size,) + old.shape[1:], dtype=old.dtype)
+            new[:len(old)] = old
+            setattr(self, name, new)
+
     def append(self, major, other, x, wins, ties, m):
         k = self.n
+        self._room(k + 1)
         self.i[k], self.j[k], self.X[k], self.wins[k], self.ties[k], self.m[k] = major, other, x, wins, ties, m
         self.n = k + 1
 
     def extend(self, major, other, X, wins, ties, m):
         k, n = self.n, len(major)
+        self._room(k + n)
         self.i[k:k + n], self.j[k:k + n], self.X[k:k + n] = major, other, X
         self.wins[k:k + n], self.ties[k:k + n], self.m[k:k + n] = wins, ties, m
         self.n = k + n
@@ -71,19 +84,23 @@ class LoopState:
     """The loop's state (see the module docstring); ``factory`` None: a read-only view (no policy)."""
 
     def __init__(self, config, factory):
-        n, d, T = config.n_items, config.dim, config.T
+        self.n = config.n_at_row(0)  # the items the estimator holds (an added item joins it: .items)
+        n, d, T = self.n, config.dim, config.T
         self.config = config
-        self.setting = config.setting()
-        edges = config.edges_array()
+        self.setting = config.sub(n).setting()
+        edges = config.sub(n).edges_array()
         self.graph = ComparisonGraph.from_edges(edges, n)
         # The policy gets a copy of its own: a choice is checked against self.graph, which no
         # policy holds (a frozen copy can still be swapped field by field with object.__setattr__).
         self.policy_graph = ComparisonGraph.from_edges(edges, n)
-        env = SimpleNamespace(n_items=n, dim=d, T=T, edges=edges, theta0=config.theta0_array())
-        self.estimate = Estimate(self.setting, env)
+        self._active = {}  # the graphs without the retired items, for the last set retired
+        self.estimate = self._estimate(T, self.setting)
         self.debiased = _SharedDebias(self.estimate, self.graph)
         self.seed = config.policy_seed()
         self.uniforms = np.random.default_rng(self.seed).random((T, 4))
+        self.factory = factory
+        self.settings = {(T, n): self.setting}  # by horizon (an open or raised horizon has several) and items
+        self.policy_T = (T, n)  # the horizon and items the policy was made for
         self.policy = None if factory is None else make_policy(config.policy, self.setting, factory)
         self.update = getattr(self.policy, "update", None)
         self.rng = policy_generator(self.seed, config.policy)
@@ -93,11 +110,100 @@ class LoopState:
         self.clean = True  # False while a row is half applied, or applied and not yet committed (then, on a
         # failure, the state is rebuilt from the store)
 
+    # --- the horizon (study.online.horizon) --------------------------------------------------
+    def _estimate(self, capacity: int, setting) -> Estimate:
+        c = self.config.sub(self.n)
+        env = SimpleNamespace(n_items=c.n_items, dim=c.dim, T=capacity, edges=c.edges_array(), theta0=c.theta0_array())
+        return Estimate(setting, env)
+
+    def setting_at(self, step: int):
+        """The setting of step ``step``: the config's, with the horizon in force then."""
+        key = (self.config.horizon_at(step), self.n)
+        if key not in self.settings:
+            self.settings[key] = self.config.sub(self.n).setting(key[0])
+        return self.settings[key]
+
+    def uniform(self, t: int) -> np.ndarray:
+        """Row t-1 of the shared uniforms: default_rng(seed).random((T, 4)) for the horizon of step
+        t (a longer stream starts with the shorter one, so rows never change as the horizon grows)."""
+        if t > len(self.uniforms):
+            self.uniforms = np.random.default_rng(self.seed).random((max(self.config.horizon_at(t), t), 4))
+        return self.uniforms[t - 1]
+
+    def policy_for(self, t: int):
+        """The policy made for the horizon of ask ``t`` (remade when it changes, its state carried
+        over by ``state_dict``/``load_state_dict``)."""
+        T = (self.config.horizon_at(t), self.n)
+        if T != self.policy_T and self.policy is not None:
+            policy = make_policy(self.config.policy, self.setting_at(t), self.factory)
+            if self.update is not None:
+                if not restorable(self.policy):
+                    raise ValueError(f"policy {self.config.policy!r} has an update but no state_dict: its state cannot "
+                                     "follow a change of horizon")
+                policy.load_state_dict(self.policy.state_dict())
+            self.policy, self.update, self.policy_T = policy, getattr(policy, "update", None), T
+        return self.policy
+
+    def graphs_at(self, t: int) -> tuple:
+        """(the graph a choice is checked against, the policy's copy) for ask ``t``: without the
+        items retired before it (:mod:`.items`)."""
+        config = self.config.sub(self.n)
+        gone = config.retired_at(t)
+        if not gone:
+            return self.graph, self.policy_graph
+        if gone not in self._active:
+            edges, n = config.active_edges(t), self.n
+            self._active = {gone: (ComparisonGraph.from_edges(edges, n), ComparisonGraph.from_edges(edges, n))}
+        return self._active[gone]
+
+    def grow(self, n: int, fresh: bool = False) -> None:
+        """The estimator for ``n`` items (added items joining, :mod:`.items`): rebuilt with the
+        told rows, the current estimate extended by zero rows (the mean of a centred theta) and
+        nothing else of the last fit (its factor, multipliers and warm start are of the smaller
+        problem), so that the next fit depends only on the estimate and the rows, which a replay
+        reproduces.  ``fresh``: no state to keep (a checkpoint is restored next)."""
+        if n == self.n:
+            return
+        theta, self.n = self.estimate.theta, n
+        edges = self.config.sub(n).edges_array()
+        self.graph, self.policy_graph, self._active = (ComparisonGraph.from_edges(edges, n),
+                                                       ComparisonGraph.from_edges(edges, n), {})
+        estimate = self._estimate(self.estimate.data.capacity, self.setting_at(max(self.applied, 1)))
+        i, j, X, wins, m, _ = self.rows.arrays()
+        for a, b, x, w, c in zip(i.tolist(), j.tolist(), X, wins.tolist(), m.tolist()):
+            estimate.data.append(a, b, x, w, c)
+        if not fresh:
+            estimate.theta = np.vstack([theta, np.zeros((n - len(theta), theta.shape[1]))])
+        self.estimate = estimate
+        self.debiased = _SharedDebias(estimate, self.graph)
+
+    def _capacity(self, seq: int) -> None:
+        """The estimator sized for the horizon of told row ``seq`` (its capacity, which also picks
+        the core's solver path, is a function of the row alone, so a reopened ranker and an
+        uninterrupted one hold the same): rebuilt with its rows and its exact state
+        (:mod:`.snapshot`) when the horizon changes."""
+        T = self.config.horizon_at(max(seq, 1))
+        setting = self.setting_at(max(seq, 1))
+        if T == self.estimate.data.capacity:
+            self.estimate.setting = setting
+            return
+        blob = snapshot.capture(self.estimate, None) if self.applied else None
+        estimate = self._estimate(T, setting)
+        i, j, X, wins, m, _ = self.rows.arrays()
+        for a, b, x, w, c in zip(i.tolist(), j.tolist(), X, wins.tolist(), m.tolist()):
+            estimate.data.append(a, b, x, w, c)
+        if blob is not None:
+            snapshot.restore(estimate, blob)
+        self.estimate = estimate
+        self.debiased = _SharedDebias(estimate, self.graph)
+
     # --- following the told rows ----------------------------------------------------------------
     def append(self, ledger, upto: int) -> None:
         """Rows applied+1..upto join the data, without a fit."""
         if upto <= self.applied:
             return
+        self.grow(self.config.n_at_row(upto), fresh=True)  # a checkpoint of that size is restored next
+        self._capacity(upto)
         told = slice(self.applied, upto)
         asked = ledger.tell_ask[told] - 1
         major, other, X = ledger.major[asked], ledger.other[asked], ledger.X[asked]
@@ -116,13 +222,17 @@ class LoopState:
             major, other, x, wins, ties, m = ledger.row(k)
             explored = bool(ledger.explored[ledger.tell_ask[k] - 1])
             self.apply(k + 1, int(ledger.tell_ask[k]), x, major, other, explored, wins, ties, m)
+        self.grow(self.config.n_at_row(self.applied))  # items added after the last row
 
     def apply(self, seq, ask_id, x, major, other, explored, wins, ties, m) -> None:
         self.clean = False
+        self.grow(self.config.n_at_row(seq - 1))
+        self._capacity(seq)
         score = wins + 0.5 * ties  # a tie is half a win for each side, as in the replays
         if self.update is not None:
-            step = Step(ask_id, x, self.uniforms[ask_id - 1], self.policy_graph, self.estimate.theta, self.debiased.for_policy,
-                        rng=None, setting=self.setting)
+            self.policy_for(ask_id)
+            step = Step(ask_id, x, self.uniform(ask_id), self.graphs_at(ask_id)[1], self.estimate.theta, self.debiased.for_policy,
+                        rng=None, setting=self.setting_at(ask_id))
             self.update(step, Choice(major, other, explored), score)
         self.estimate.update(seq, major, other, x, score, m)
         self.debiased.invalidate()

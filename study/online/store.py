@@ -14,7 +14,7 @@ too long) raise :class:`StoreFileError`, one line naming the file; the transacti
 back, so the store is left as the last complete one.  A file that is not a store this project
 writes raises :class:`StoreError` (see :mod:`study.online.verify`).
 
-Tables (format ``study.online/2``)
+Tables (format ``study.online/3``)
 ----------------------------------
 ``meta(key, value)``       ``format``, ``store_id`` (random, written at creation; every ticket carries
                            it), ``arguments`` (the :class:`study.online.config.Config` as JSON),
@@ -30,8 +30,17 @@ Tables (format ``study.online/2``)
 ``checkpoint``             the estimator's whole state after tell ``seq`` (:mod:`study.online.snapshot`),
                            rewritten with the tell when due (:data:`CHECKPOINT_BYTES`).
 
-Format ``study.online/1`` (version 0.x up to this one) is the same without ``checkpoint`` and
-``store_id``; such a store is verified, then upgraded in place by its first writable open.
+``judges``                 (format 3) one row per named judge: ``id``, ``name``, ``token_sha256`` (the
+                           SHA-256 of its token: the token itself is shown once and not stored),
+                           ``created``, ``revoked`` (NULL while its token is accepted).
+``told_by``                (format 3) the judge (NULL: the shared token), the side shown first (0:
+                           the ticket's major item, 1: its other; NULL: not said) and how many of
+                           its ties were "both bad" (``bothbad``) of a tell, when any is known; a
+                           tell without a row: judge and side unknown, no tie of that kind.
+
+Format ``study.online/2`` is format 3 without ``judges`` and ``told_by``; format ``study.online/1``
+(version 0.x) is format 2 without ``checkpoint`` and ``store_id``.  Such stores are verified, then
+upgraded in place by their first writable open.
 """
 from __future__ import annotations
 
@@ -43,7 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = "study.online/2"
+FORMAT = "study.online/3"
+FORMAT_2 = "study.online/2"
 FORMAT_1 = "study.online/1"
 TABLES_1 = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -73,9 +83,30 @@ TABLES_1 = (
 )
 CHECKPOINT_TABLE = ("CREATE TABLE checkpoint (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, "
                     "state BLOB NOT NULL)")
-SCHEMAS = {FORMAT_1: TABLES_1, FORMAT: TABLES_1 + (CHECKPOINT_TABLE,)}
+# Format 3: named judges (a token each, stored as its SHA-256) and, per tell, its judge and the side
+# shown first, in a table of their own (a tell of the shared token, or of a format-2 store, has no row:
+# judge unknown).
+JUDGE_TABLES = (
+    """CREATE TABLE judges (
+    id INTEGER PRIMARY KEY CHECK (id >= 1),
+    name TEXT NOT NULL UNIQUE,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL,
+    revoked REAL
+)""",
+    """CREATE TABLE told_by (
+    seq INTEGER PRIMARY KEY REFERENCES tells(seq),
+    judge INTEGER REFERENCES judges(id),
+    side INTEGER CHECK (side IN (0, 1)),
+    bothbad INTEGER NOT NULL CHECK (bothbad >= 0)
+)""",
+)
+SCHEMAS = {FORMAT_1: TABLES_1, FORMAT_2: TABLES_1 + (CHECKPOINT_TABLE,),
+           FORMAT: TABLES_1 + (CHECKPOINT_TABLE,) + JUDGE_TABLES}
+_META_2 = {"format", "store_id", "arguments", "created", "study_version", "policy_sha256"}
 META_KEYS = {FORMAT_1: {"format", "arguments", "created", "study_version", "policy_sha256"},
-             FORMAT: {"format", "store_id", "arguments", "created", "study_version", "policy_sha256"}}
+             FORMAT_2: _META_2, FORMAT: _META_2}
+CHECKPOINTED = (FORMAT_2, FORMAT)  # the formats with a checkpoint table and a store id
 TIMEOUT = 60.0  # seconds a writer waits for another's transaction
 # A checkpoint is rewritten once the tells since the last one would have cost this many bytes each:
 # every tell at n = 5, d = 10 (14-20 kB); every 15-45 tells at n = 50 (1-3 MB).  Reopening replays
@@ -263,10 +294,15 @@ class Store:
         conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [("format", FORMAT), *meta.items()])
 
     @staticmethod
-    def upgrade(conn, store_id: str) -> None:
-        """Format 1 to 2 (inside the caller's transaction; the caller writes the checkpoint)."""
-        conn.execute(CHECKPOINT_TABLE)
-        conn.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (store_id,))
+    def upgrade(conn, fmt: str, store_id: str | None = None) -> None:
+        """Format ``fmt`` (1 or 2) to :data:`FORMAT`, inside the caller's transaction: from format 1
+        the checkpoint table and ``store_id`` (the caller writes the checkpoint), then the judges'
+        tables (empty: every earlier tell's judge is unknown)."""
+        if fmt == FORMAT_1:
+            conn.execute(CHECKPOINT_TABLE)
+            conn.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (store_id,))
+        for statement in JUDGE_TABLES:
+            conn.execute(statement)
         conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
     # --- reads ---------------------------------------------------------------------------------

@@ -70,17 +70,53 @@ class TicketError(ValueError):
         return TicketError(f"outcome {k}: {self}", reason=self.reason, ticket=self.ticket, outcome=k, stored=self.stored)
 
 
-def outcome_fields(outcome) -> tuple:
+def outcome_fields(outcome, judged: bool = False) -> tuple:
     """(ticket, wins, m, ties) of one outcome of ``tell_many``: a ``(ticket, wins[, m[, ties]])``
-    tuple or a mapping with those keys (m None: the ranker's M)."""
+    tuple or a mapping with those keys (m None: the ranker's M); ``judged``: (ticket, wins, m, ties,
+    judge, side, bothbad), a mapping may also have the last three keys (:meth:`Ranker.tell`)."""
+    more = ("judge", "side", "bothbad") if judged else ()
     if isinstance(outcome, dict):
-        if set(outcome) - {"ticket", "wins", "m", "ties"} or not {"ticket", "wins"} <= set(outcome):
-            raise ValueError(f"a mapping needs the keys ticket and wins (and may have m, ties), got {sorted(outcome)}")
-        return outcome["ticket"], outcome["wins"], outcome.get("m"), outcome.get("ties", 0)
+        if set(outcome) - {"ticket", "wins", "m", "ties", *more} or not {"ticket", "wins"} <= set(outcome):
+            optional = ", ".join(("m", "ties") + more)
+            raise ValueError(f"a mapping needs the keys ticket and wins (and may have {optional}), got {sorted(outcome)}")
+        common = outcome["ticket"], outcome["wins"], outcome.get("m"), outcome.get("ties", 0)
+        return common + ((outcome.get("judge"), outcome.get("side"), outcome.get("bothbad", 0)) if judged else ())
     if isinstance(outcome, (tuple, list)) and 2 <= len(outcome) <= 4:
         ticket, wins, *rest = outcome
-        return ticket, wins, rest[0] if rest else None, rest[1] if len(rest) > 1 else 0
+        common = ticket, wins, rest[0] if rest else None, rest[1] if len(rest) > 1 else 0
+        return common + ((None, None, 0) if judged else ())
     raise ValueError(f"an outcome is (ticket, wins[, m[, ties]]) or a mapping, got {outcome!r}")
+
+
+def check_batch(conn, batch: list, many: bool) -> None:
+    """Every outcome of ``batch`` ((ask id, pair or None, ...) each) tellable, inside the write
+    transaction, before any change: asked, of its pair, open, not twice in the batch."""
+    import time
+
+    from .store import Store
+
+    seen = {}
+    for k, (ask_id, pair, *_) in enumerate(batch):
+        prefix = f"outcome {k}: " if many else ""
+        where = dict(ticket=ask_id, outcome=k if many else None)
+        row = Store.ask(conn, ask_id)
+        if row is None:
+            raise TicketError(f"{prefix}ticket {ask_id} was never asked (this ranker has handed out "
+                              f"{Store.last_ask(conn)} tickets)", reason="never_asked", **where)
+        _, _, major, other, _, _, status, _, closed_at = row
+        if pair is not None and pair != (major, other):
+            raise TicketError(f"{prefix}ticket {ask_id} is for the pair ({major}, {other}), not {pair}",
+                              reason="pair", **where)
+        if status != "open":
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(closed_at))
+            stored = Store.tell_of(conn, ask_id) if status == "told" else None
+            raise TicketError(f"{prefix}ticket {ask_id} was already {status} ({when}"
+                              + ("" if stored is None else f", seq {stored['seq']}: wins {stored['wins']}, "
+                                                           f"ties {stored['ties']} of m = {stored['m']}")
+                              + "); it cannot be told again", reason=status, stored=stored, **where)
+        if ask_id in seen:
+            raise ValueError(f"{prefix}ticket {ask_id} is told twice in this batch (outcome {seen[ask_id]})")
+        seen[ask_id] = k
 
 
 def count(name: str, value, *, low: int) -> int:

@@ -30,7 +30,8 @@ import numpy as np
 from ..core import _validate as check
 from .config import Config
 from .snapshot import SnapshotError, read_header
-from .store import FORMAT, FORMAT_1, META_KEYS, SCHEMAS, StoreError, checkpoint_stride, unpack
+from . import judges
+from .store import CHECKPOINTED, FORMAT, META_KEYS, SCHEMAS, StoreError, checkpoint_stride, unpack
 
 STATUS = ("open", "told", "expired")
 _EXPECTED: dict = {}
@@ -94,14 +95,14 @@ def read_meta(conn, path, objects: dict):
         meta[key] = value
     fmt = meta.get("format")
     if fmt not in SCHEMAS:
-        raise StoreError(f"{path}: format {fmt!r}; this version of study reads {FORMAT!r} and {FORMAT_1!r}")
+        raise StoreError(f"{path}: format {fmt!r}; this version of study reads {', '.join(map(repr, SCHEMAS))}")
     check_schema(path, objects, fmt)
     unknown, missing = sorted(set(meta) - META_KEYS[fmt]), sorted(META_KEYS[fmt] - set(meta))
     if unknown:
         raise refuse(path, f"meta key {unknown[0]!r}", f"not a key of a {fmt} store")
     if missing:
         raise refuse(path, f"meta key {missing[0]!r}", "missing")
-    if fmt == FORMAT and not _HEX.fullmatch(meta["store_id"]):
+    if fmt in CHECKPOINTED and not _HEX.fullmatch(meta["store_id"]):
         raise refuse(path, "meta key 'store_id'", f"{meta['store_id'][:40]!r} is not 32 hexadecimal digits")
     if not _SHA.fullmatch(meta["policy_sha256"]):
         raise refuse(path, "meta key 'policy_sha256'", "not a SHA-256")
@@ -134,12 +135,11 @@ _TELL_TYPES = ("ask_id is not an INTEGER", "wins is not an INTEGER", "ties is no
 class Ledger:
     """The verified asks and tells of a store, in memory (append-only), read from it in order."""
 
-    def __init__(self, path, config: Config):
-        self.path, self.config = path, config
-        n, d, T = config.n_items, config.dim, config.T
-        self.adjacency = np.zeros((n, n), dtype=bool)
-        edges = config.edges_array()
-        self.adjacency[edges[:, 0], edges[:, 1]] = self.adjacency[edges[:, 1], edges[:, 0]] = True
+    def __init__(self, path, config: Config, judged: bool = False):
+        self.path = path
+        self.judged = judged  # a format-3 store: told_by rows (judge, side) are read with the tells
+        d, T = config.dim, config.T
+        self.set_config(config)
         size = min(T, 1024)  # grown as rows come (a horizon of millions costs nothing up front)
         self.X = np.zeros((size, d))
         self.major, self.other = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
@@ -147,18 +147,30 @@ class Ledger:
         self.told_before = np.zeros(size, dtype=np.int64)
         self.tell_ask = np.zeros(size, dtype=np.int64)  # ask id of tell k + 1
         self.wins, self.ties, self.m = (np.zeros(size, dtype=np.int64) for _ in range(3))
+        self.judge = np.zeros(size, dtype=np.int64)  # judge id of tell k + 1 (0: unknown)
+        self.side = np.full(size, -1, dtype=np.int64)  # side shown first (0 major, 1 other; -1: not said)
+        self.told_by_seen = 0  # the last told_by row read
         self.told_at = np.zeros(size + 1, dtype=np.int64)  # seq that told ask id (0: none)
         self.n_asks = self.n_tells = 0
+
+    def set_config(self, config: Config) -> None:
+        """The arguments (and the comparison graph) the next rows are checked against: a raise of
+        the horizon, an item added or retired (events only append)."""
+        self.config, n = config, config.n_items
+        self.adjacency = np.zeros((n, n), dtype=bool)
+        edges = config.edges_array()
+        self.adjacency[edges[:, 0], edges[:, 1]] = self.adjacency[edges[:, 1], edges[:, 0]] = True
 
     def _reserve(self, rows: int) -> None:
         """Room for ``rows`` asks (and tells): the arrays doubled as needed, up to the horizon."""
         size = len(self.major)
         if rows <= size:
             return
-        size = min(max(rows, 2 * size), self.config.T)
-        for name in ("X", "major", "other", "explored", "told_before", "tell_ask", "wins", "ties", "m"):
+        limit = self.config.limit  # None: an open horizon
+        size = max(rows, 2 * size) if limit is None else min(max(rows, 2 * size), limit)
+        for name in ("X", "major", "other", "explored", "told_before", "tell_ask", "wins", "ties", "m", "judge", "side"):
             old = getattr(self, name)
-            new = np.zeros((size,) + old.shape[1:], dtype=old.dtype)
+            new = np.full((size,) + old.shape[1:], -1 if name == "side" else 0, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
         told_at = np.zeros(size + 1, dtype=np.int64)
@@ -203,8 +215,14 @@ class Ledger:
         edge[in_range] = self.adjacency[major[in_range], other[in_range]]
         previous = np.r_[self.told_before[self.n_asks - 1] if self.n_asks else 0, told_before[:-1]]
         checks = [(ids != expected, lambda k: f"ticket ids jump from {ids[k - 1] if k else first - 1} to {ids[k]}"),
-                  (ids > c.T, lambda k: f"ticket {ids[k]} is beyond the horizon T = {c.T}")]
+                  (ids > (c.limit or check.MAX_INTEGER), lambda k: f"ticket {ids[k]} is beyond the horizon T = {c.limit}")]
         checks += [((types >> bit) & 1 == 1, lambda k, m=message: m) for bit, message in enumerate(_ASK_TYPES)]
+        retired = np.full(n, check.MAX_INTEGER, dtype=np.int64)  # the first ask without each item
+        for step, item in c.retired:
+            retired[item] = step
+        joined = np.zeros(n, dtype=np.int64)  # the first ask that may name each item
+        for step, _, item in c.joined:
+            joined[item] = step
         checks += [
             ((length != 8 * d) & (length >= 0), lambda k: f"x has {length[k]} bytes, not 8 d = {8 * d}"),
             (~finite, lambda k: "x holds NaN or inf"),
@@ -214,6 +232,10 @@ class Ledger:
             (major == other, lambda k: f"major = other = {major[k]}: an item compared with itself"),
             (in_range & (major != other) & ~edge,
              lambda k: f"({major[k]}, {other[k]}) is not an edge of the comparison graph"),
+            (in_range & ((ids >= retired[np.clip(major, 0, n - 1)]) | (ids >= retired[np.clip(other, 0, n - 1)])),
+             lambda k: f"({major[k]}, {other[k]}) names an item retired before it (study.online.items)"),
+            (in_range & ((ids < joined[np.clip(major, 0, n - 1)]) | (ids < joined[np.clip(other, 0, n - 1)])),
+             lambda k: f"({major[k]}, {other[k]}) names an item added after it (study.online.items)"),
             ((explored != 0) & (explored != 1), lambda k: f"explored = {explored[k]} is not 0 or 1"),
             (told_before < previous, lambda k: f"told_before = {told_before[k]} is less than the previous ask's "
                                                f"{previous[k]}"),
@@ -286,12 +308,15 @@ class Ledger:
                                                                                           told_before)
         self.n_asks = ask_id
 
-    def add_tell(self, seq, ask_id, wins, ties, m) -> None:
-        """A tell this process wrote (and committed)."""
+    def add_tell(self, seq, ask_id, wins, ties, m, judge=None, side=None) -> None:
+        """A tell this process wrote (and committed), with its judge's id and side when known."""
         k = seq - 1
         assert k == self.n_tells, (seq, self.n_tells)
         self._reserve(seq)
         self.tell_ask[k], self.wins[k], self.ties[k], self.m[k] = ask_id, wins, ties, m
+        self.judge[k], self.side[k] = (0 if judge is None else judge), (-1 if side is None else side)
+        if judge is not None or side is not None:
+            self.told_by_seen = seq
         self.told_at[ask_id] = seq
         self.n_tells = seq
 
@@ -299,6 +324,8 @@ class Ledger:
         """Everything added since the last read (asks, then tells), verified."""
         self.read_asks(conn)
         self.read_tells(conn)
+        if self.judged:
+            judges.read_told_by(conn, self.path, self)
 
     def check_statuses(self, status: np.ndarray) -> None:
         """On opening: an ask is told exactly when a tell names it; told_before never exceeds the tells."""
@@ -382,12 +409,15 @@ def open_store(conn, path, *, quick_check: bool = True):
     if not objects:
         return None
     fmt, meta, config = read_meta(conn, path, objects)
-    ledger = Ledger(path, config)
+    ledger = Ledger(path, config, judged=fmt == FORMAT)
     status = ledger.read_asks(conn)
     ledger.read_tells(conn)
     ledger.check_statuses(status)
+    if fmt == FORMAT:
+        judges.check_judges(conn, path)
+        judges.read_told_by(conn, path, ledger)
     theta = read_estimate(conn, path, config, ledger.n_tells)
-    checkpoint = read_checkpoint(conn, path, ledger.n_tells) if fmt == FORMAT else (0, None)
+    checkpoint = read_checkpoint(conn, path, ledger.n_tells) if fmt in CHECKPOINTED else (0, None)
     if quick_check:  # after the rows, whose checks name the row (SQLite's names the table)
         check_integrity(conn, path, "quick_check")
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
@@ -403,12 +433,12 @@ def check_integrity(conn, path, pragma: str = "integrity_check") -> None:
 
 def recheck_schema(conn, path, opened: Opened) -> bool:
     """Between transactions: if the schema changed since it was verified, verify it again.  True
-    when another process upgraded the store from format 1 (the caller verifies it anew)."""
+    when another process upgraded the store from format 1 or 2 (the caller verifies it anew)."""
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
     if version == opened.schema_version:
         return False
     fmt, meta, config = read_meta(conn, path, stored_objects(conn))
-    if (fmt, opened.format) == (FORMAT, FORMAT_1) and config == opened.config:
+    if fmt == FORMAT and opened.format != FORMAT and config == opened.config:  # upgraded by another process
         return True
     if fmt != opened.format or meta.get("store_id") != opened.store_id or config != opened.config:
         raise StoreError(f"{path}: the store was replaced while open (format {fmt}, store id {meta.get('store_id')})")

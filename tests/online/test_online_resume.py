@@ -248,7 +248,7 @@ def test_a_store_of_the_previous_format_is_verified_then_upgraded_once(tmp_path,
     reader.close()
     with sqlite3.connect(path) as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta"))
-        assert meta["format"] == "study.online/2" and len(meta["store_id"]) == 32
+        assert meta["format"] == "study.online/3" and len(meta["store_id"]) == 32
         assert conn.execute("SELECT seq FROM checkpoint").fetchone() == (30,)
     assert ranker.store_id == meta["store_id"] and ranker.pending()[0].store_id == meta["store_id"]
     online_child.annotate(ranker, online_child.environment())  # tells ticket 31, then asks and tells to T = 60

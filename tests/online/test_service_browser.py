@@ -57,9 +57,9 @@ def page_state(page) -> dict:
         open: document.querySelector('#open-count').textContent,
         decision: document.querySelector('#decision').textContent,
         decided: document.querySelector('#decision').dataset.decided,
-        names: [...document.querySelectorAll('#leaderboard tbody tr td:nth-child(2)')].map(td => td.textContent),
+        names: [...document.querySelectorAll('#leaderboard tbody tr td.name')].map(td => td.firstChild.textContent),
         table: document.querySelector('#leaderboard tbody').textContent,
-        judgments: [...document.querySelectorAll('#leaderboard tbody tr td:nth-child(7)')]
+        judgments: [...document.querySelectorAll('#leaderboard tbody tr td.judgments')]
                    .map(td => Number(td.textContent.replace(/,/g, ''))),
         recent: document.querySelectorAll('#recent tbody tr').length,
         diagram: document.querySelector('#diagram img') !== null,
@@ -140,5 +140,146 @@ def test_off_loopback_the_page_reads_with_the_token_from_its_address(tmp_path):
             stranger.goto(url + "/")
             stranger.wait_for_function("document.querySelector('#status input') !== null", timeout=60_000)
             assert "need its token" in stranger.text_content("#status")
+        finally:
+            browser.close()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+
+
+def watch(page) -> list:
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
+
+
+SHOWN = "document.querySelector('#leaderboard').dataset.shown"
+NOTE = "document.querySelector('#table-note').textContent"
+
+
+def test_a_selector_changed_while_a_poll_is_under_way_is_shown(tmp_path):
+    """The page's first poll is held at its ranking request (the table is being fetched for
+    confidence sequences) while the reader picks fixed-time CIs: once the poll ends the table must
+    show CIs, as the selector says (before: it showed the CSs until the next judgment)."""
+    sync_playwright = playwright_or_skip()
+    make_store(tmp_path / "board.sqlite")
+    with Serve(tmp_path / "board.sqlite") as server, sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page()
+            errors, held, released = watch(page), [], []
+
+            def hold(route):  # held until released, then let through
+                route.continue_() if released else held.append(route)
+
+            page.route("**/api/v1/ranking*", hold)
+            page.goto(server.url + "/")
+            for _ in range(600):  # the poll's ranking request, held (a bounded wait for it, not a sleep)
+                if held:
+                    break
+                page.wait_for_timeout(50)
+            assert held and "anytime=true" in held[0].request.url
+            page.select_option("#anytime", "false")
+            released.append(True)
+            for route in held:
+                route.continue_()
+            page.wait_for_function(f"{NOTE}.includes('CIs (fixed-time')", timeout=60_000)
+            assert page.evaluate(f"JSON.parse({SHOWN}).anytime") == "false"
+            page.select_option("#se", "sandwich")  # and a change with no poll under way
+            page.wait_for_function(f"{NOTE}.includes('sandwich SE')", timeout=60_000)
+            assert "CIs (fixed-time" in page.evaluate(NOTE) and not errors, errors
+        finally:
+            browser.close()
+
+
+def test_at_390_px_the_page_does_not_scroll_sideways(tmp_path):
+    sync_playwright = playwright_or_skip()
+    make_store(tmp_path / "board.sqlite")
+    with Serve(tmp_path / "board.sqlite") as server, sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            errors = watch(page)
+            page.goto(server.url + "/")
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4 && "
+                                   "document.querySelector('#diagram img') !== null && "
+                                   "document.querySelectorAll('#recent tbody tr').length > 0", timeout=60_000)
+            width = page.evaluate("Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
+            page.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
+            assert width <= 390, width
+            assert not errors, errors
+        finally:
+            browser.close()
+
+
+def test_a_wrong_token_is_said_and_the_locked_page_says_it_is_locked(tmp_path):
+    sync_playwright = playwright_or_skip()
+    from service_support import threaded_server
+
+    make_store(tmp_path / "board.sqlite")
+    with threaded_server(lambda: Ranker(tmp_path / "board.sqlite"), reads_need_token=True) as url, \
+            sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page()
+            page.goto(url + "/")
+            page.wait_for_function("document.querySelector('#status input') !== null", timeout=60_000)
+            assert "locked" in page.text_content("#decision") and "no judgments" not in page.text_content("#decision")
+            page.fill("#status input", "not-the-token-at-all")
+            page.click("#status button")
+            page.wait_for_function("document.querySelector('#status').textContent.includes('wrong token') && "
+                                   "document.querySelector('#status input') !== null", timeout=60_000)
+            page.fill("#status input", TOKEN)
+            page.press("#status input", "Enter")
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4", timeout=60_000)
+            assert page_state(page)["told"] == "30" and "locked" not in page.text_content("#decision")
+        finally:
+            browser.close()
+
+
+def test_the_table_reads_like_a_leaderboard_elo_scale_rank_intervals_rank_ub(tmp_path):
+    """The page's default: the Elo-style scale with its anchor stated, Rank (UB), the simultaneous
+    rank intervals and the preliminary mark, each as GET ranking says; then the logit scale."""
+    import json
+    import urllib.request
+
+    sync_playwright = playwright_or_skip()
+    make_store(tmp_path / "board.sqlite")
+    with Serve(tmp_path / "board.sqlite") as server, sync_playwright() as playwright:
+        def api(**query):
+            url = f"{server.url}/api/v1/ranking?" + "&".join(f"{k}={v}" for k, v in query.items())
+            with urllib.request.urlopen(url, timeout=60) as answer:
+                return json.loads(answer.read())
+
+        browser = launch(playwright)
+        try:
+            page = browser.new_page()
+            errors = watch(page)
+            page.goto(server.url + "/")
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4", timeout=60_000)
+            table = page.evaluate("""() => [...document.querySelectorAll('#leaderboard tbody tr')].map(tr => ({
+                ub: tr.querySelector('td.rank-ub').textContent, ranks: tr.querySelector('td.ranks').textContent,
+                name: tr.querySelector('td.name').firstChild.textContent, score: tr.querySelector('td.score').textContent,
+                prelim: tr.querySelector('.prelim') !== null}))""")
+            elo = api(scale="elo", anytime="true", level=0.95, se="model")
+            assert elo["scale"] == "elo" and "1000 the items' average" in elo["scale_text"]
+            assert [r["name"] for r in table] == [r["name"] for r in elo["rows"]]
+            assert [r["score"] for r in table] == [f"{r['score']:.0f}" for r in elo["rows"]]
+            assert abs(sum(r["score"] for r in elo["rows"]) / 4 - 1000) < 1e-9  # the anchor stated
+            assert [r["ub"] for r in table] == [str(r["rank_ub"]) for r in elo["rows"]]
+            assert [r["ranks"] for r in table] == [str(r["rank_lower"]) if r["rank_lower"] == r["rank_upper"]
+                                                   else f"{r['rank_lower']}–{r['rank_upper']}" for r in elo["rows"]]
+            assert all(r["rank_lower"] <= r["rank"] <= r["rank_upper"] for r in elo["rows"])
+            assert [r["prelim"] for r in table] == [r["judgments"] < 30 for r in elo["rows"]]
+            assert "Elo-style scale" in page.text_content("#scale-note")
+            assert "simultaneous 95% rank intervals" in page.text_content("#table-note")
+            page.select_option("#scale", "logit")
+            page.wait_for_function(f"JSON.parse({SHOWN}).scale === 'logit'", timeout=60_000)
+            logit = api(scale="logit", anytime="true", level=0.95, se="model")
+            scores = page.evaluate("[...document.querySelectorAll('#leaderboard tbody td.score')].map(t => t.textContent)")
+            assert scores == [f"{r['score']:.3f}" for r in logit["rows"]]
+            assert "logit scale" in page.text_content("#scale-note") and not errors, errors
         finally:
             browser.close()

@@ -64,7 +64,7 @@ def test_a_settings_file_creates_the_store_and_flags_must_agree_with_it(tmp_path
         assert reader.config.labels == ["x", "y", "z", "w"] and reader.config.T == 200 and reader.config.dim == 3
     for args, message in [
         (("--settings", settings, "--T", 300), "T is given by a flag (300) and by --settings (200)"),
-        (("--T", 300), "T: stored 200, given 300"),
+        (("--T", 100), "T: stored 200, given 100"),  # (a larger T raises the horizon)
         (("--settings", tmp_path / "missing.json"), "--settings"),
     ]:
         refused = serve(store, *args)

@@ -13,25 +13,30 @@
     history.replaceState(null, "", location.pathname + location.search);
   }
   let token = sessionStorage.getItem("study-online-token");
-  const page = {config: null, seen: null, force: false, lastSeq: 0, points: [], recent: [], busy: false,
+  const page = {config: null, seen: null, force: false, lastSeq: 0, points: [], recent: [], busy: false, again: false,
                 diagramAt: 0, diagramFor: null, diagramWanted: null, diagramUrl: null, needToken: false};
   const $ = (id) => document.getElementById(id);
   window.studyPageLoadedAt = Date.now();  // the browser test checks that the page never reloads
 
-  class TokenNeeded extends Error {}
+  class TokenNeeded extends Error {
+    constructor(status) {
+      super(status === 403 ? "wrong token" : "token needed");
+      this.status = status;
+    }
+  }
 
   async function get(path, params) {
     const url = new URL(API + path, location.href);
     for (const [k, v] of Object.entries(params || {})) url.searchParams.set(k, v);
     const response = await fetch(url, {headers: token ? {Authorization: "Bearer " + token} : {}, cache: "no-store"});
-    if (response.status === 401 || response.status === 403) throw new TokenNeeded();
+    if (response.status === 401 || response.status === 403) throw new TokenNeeded(response.status);
     if (!response.ok) throw new Error(`${path}: ${response.status}`);
     return response;
   }
   const json = async (path, params) => (await get(path, params)).json();
 
   function controls() {
-    return {level: $("level").value, anytime: $("anytime").value, se: $("se").value};
+    return {level: $("level").value, anytime: $("anytime").value, se: $("se").value, scale: $("scale").value};
   }
 
   function cell(row, text, className) {
@@ -59,19 +64,31 @@
     status.classList.toggle("bad", Boolean(bad));
   }
 
-  function askForToken() {
+  function askForToken(status403) {
     if (page.needToken) return;
     page.needToken = true;
     const status = $("status");
-    status.textContent = "this server's reads need its token: ";
+    const wrong = status403 && Boolean(token);
+    if (wrong) sessionStorage.removeItem("study-online-token");  // a refused token is not kept
+    status.textContent = wrong ? "wrong token: the server refused it; check it and try again: "
+                               : "this server's reads need its token: ";
+    status.classList.toggle("bad", wrong);
+    status.dataset.token = wrong ? "wrong" : "needed";
+    const decision = $("decision");
+    decision.textContent = "locked: enter the server's token (above) to see the leaderboard";
+    decision.className = "decision locked";
+    delete decision.dataset.decided;
     const input = document.createElement("input");
     input.type = "password";
     input.placeholder = "token";
     const button = document.createElement("button");
     button.textContent = "use";
     button.type = "button";
+    input.addEventListener("keydown", (event) => { if (event.key === "Enter") button.click(); });
     button.onclick = () => {
       token = input.value.trim();
+      delete status.dataset.token;
+      status.textContent = "checking the token…";
       sessionStorage.setItem("study-online-token", token);
       page.needToken = false;
       page.force = true;
@@ -124,22 +141,34 @@
     return svg;
   }
 
-  function renderTable(ranking) {
+  function renderTable(ranking, params) {
     const items = new Map(ranking.items.map((s) => [s.item, s]));
     const bounds = ranking.rows.filter((r) => r.lower !== null);
     const low = Math.min(...bounds.map((r) => r.lower)), high = Math.max(...bounds.map((r) => r.upper));
     const body = $("leaderboard").tBodies[0];
     body.replaceChildren();
+    const digits = ranking.scale === "elo" ? 0 : 3;
     for (const row of ranking.rows) {
       const tr = document.createElement("tr");
       const stats = items.get(row.item);
-      cell(tr, String(row.rank));
-      cell(tr, row.name, "name");
-      cell(tr, fixed(row.score), "num");
+      cell(tr, String(row.rank_ub ?? row.rank), "rank-ub num");
+      cell(tr, row.rank_lower === null || row.rank_lower === undefined ? "–"
+               : row.rank_lower === row.rank_upper ? String(row.rank_lower) : `${row.rank_lower}–${row.rank_upper}`,
+           "ranks num");
+      const name = cell(tr, row.name, "name");
+      if (row.preliminary) {
+        const badge = document.createElement("span");
+        badge.className = "prelim";
+        badge.textContent = "preliminary";
+        badge.title = `fewer than ${ranking.min_judgments} judgments`;
+        name.append(" ", badge);
+        tr.classList.add("preliminary");
+      }
+      cell(tr, fixed(row.score, digits), "num score");
       cell(tr, "").appendChild(intervalBar(row, low, high));
-      cell(tr, fixed(row.lower), "num");
-      cell(tr, fixed(row.upper), "num");
-      cell(tr, stats.judgments.toLocaleString("en"), "num");
+      cell(tr, fixed(row.lower, digits), "num");
+      cell(tr, fixed(row.upper, digits), "num");
+      cell(tr, stats.judgments.toLocaleString("en"), "num judgments");
       cell(tr, stats.win_rate === null ? "–" : (100 * stats.win_rate).toFixed(1) + "%", "num");
       body.appendChild(tr);
     }
@@ -147,11 +176,20 @@
     const kind = ranking.anytime ? `${level}% confidence sequences (anytime-valid: valid however often you look)`
                                  : `${level}% CIs (fixed-time: valid at one look fixed in advance)`;
     const se = ranking.se_method === "model" ? "model-based SE (the paper's Φ11)" : "sandwich SE (robust to ties)";
+    $("leaderboard").dataset.shown = JSON.stringify(params);  // what the table shows (the browser test reads it)
+    const scale = ranking.scale === "elo"
+      ? `${ranking.scale_text} (P(a beats b) = 1 / (1 + 10^((R_b − R_a)/400)))` : ranking.scale_text;
+    const prelim = `preliminary: fewer than ${ranking.min_judgments} judgments.`;
+    $("scale-note").textContent = scale;
     $("table-note").textContent = ranking.score === "debiased"
-      ? `score: x′θᵈᵢ, the debiased estimate at the mean told context (the interval's centre and the order); ` +
-        `interval: ${kind}, ${se}. judgments: comparisons told that involve the item; win rate: the share it ` +
-        `won (a tie counts half).`
-      : "no intervals yet: the told outcomes do not identify θ; score: x′θᵢ, the current estimate.";
+      ? `Rank (UB): 1 + the items whose lower bound exceeds this one's upper bound (the marginal intervals ` +
+        `shown). ranks: ${ranking.rank_interval ? "the " + ranking.rank_interval.split(";")[0] + " (fixed-time)"
+                                                 : "not computed"}. ` +
+        `score: x′θᵈᵢ, the debiased estimate at the mean told context (the interval's centre and the order), ` +
+        `on the scale above; interval: ${kind}, ${se}. judgments: comparisons told that involve the item; win rate: the ` +
+        `share it won (a tie counts half); ${prelim}`
+      : `no intervals yet: the told outcomes do not identify θ; score: x′θᵢ, the current estimate; ${scale}; ` +
+        prelim;
   }
 
   function renderDecision(decision) {
@@ -249,12 +287,12 @@
     if (page.points.length > MAX_POINTS) page.points = page.points.filter((_, k) => k % 2 === 0 || k === page.points.length - 1);
   }
 
-  async function refreshDiagram(state) {
+  async function refreshDiagram(state, forced) {
     const params = controls();
     const key = `${state.n_told}/${params.level}/${params.se}`;
     page.diagramWanted = key;
     if (state.n_told === 0 || page.config.n_items > 40 || key === page.diagramFor) return;
-    if (Date.now() - page.diagramAt < DIAGRAM_MS && page.diagramFor !== null && !page.force) return;
+    if (Date.now() - page.diagramAt < DIAGRAM_MS && page.diagramFor !== null && !forced) return;
     page.diagramAt = Date.now();
     const blob = await (await get("diagram.svg", {level: params.level, se: params.se})).blob();
     const img = document.createElement("img");
@@ -266,21 +304,27 @@
     page.diagramFor = key;
   }
 
-  async function update(state) {
-    const params = controls();
+  async function update(state, params) {
     const now = Date.now() / 1000;
     renderCounts(state);
     const [pending] = await Promise.all([json("pending"), newRows(state.n_told)]);
     renderPending(pending, now);
     renderRecent(now);
     renderTimeline();
-    if (state.n_asked > 0) renderTable(await json("ranking", params));
+    if (state.n_asked > 0) renderTable(await json("ranking", params), params);
     renderDecision(await json("decision", params));
   }
 
   async function tick() {
-    if (page.busy || page.needToken) return;
+    if (page.needToken) return;
+    if (page.busy) {  // a change (a selector) while a poll is under way: look again as soon as it ends
+      page.again = true;
+      return;
+    }
     page.busy = true;
+    page.again = false;
+    const forced = page.force;
+    page.force = false;
     try {
       if (!page.config) {
         page.config = await json("config");
@@ -291,20 +335,23 @@
         Object.assign(page, {config: null, seen: null, lastSeq: 0, points: [], recent: [], diagramFor: null});
         return;
       }
-      const key = [state.n_told, state.n_asked, state.counts.open, state.counts.expired].join("/");
-      if (key !== page.seen || page.force) {
-        await update(state);
+      // the key holds the selectors as read now: a table fetched for other selectors is never kept
+      const params = controls();
+      const key = [state.n_told, state.n_asked, state.counts.open, state.counts.expired,
+                   JSON.stringify(params)].join("/");
+      if (key !== page.seen || forced) {
+        await update(state, params);
         page.seen = key;
       }
-      await refreshDiagram(state);
-      page.force = false;
+      await refreshDiagram(state, forced);
       setStatus(`live · ${state.n_told.toLocaleString("en")} told`);
       $("updated").textContent = "checked " + new Date().toLocaleTimeString("en-GB");
     } catch (error) {
-      if (error instanceof TokenNeeded) askForToken();
+      if (error instanceof TokenNeeded) askForToken(error.status === 403);
       else setStatus("the server is not answering; retrying every second", true);
     } finally {
       page.busy = false;
+      if (page.again) setTimeout(tick, 0);
     }
   }
 
