@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from . import items, judges
 from .api import PREFIX as P
-from .export import battle_rows
+from .export import battle_rows, write_as
 
 ADMIN = frozenset((f"{P}/judges", f"{P}/judges/revoke", f"{P}/items", f"{P}/items/retire"))
 MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
@@ -103,13 +103,7 @@ def router(service) -> APIRouter:
     async def battles(format: Literal["jsonl", "csv", "parquet"] = "jsonl", after: int = Query(0, ge=0, le=2 ** 62)):
         frame = await service.call(battle_rows, service.ranker, after)
         buffer = io.BytesIO()
-        if format == "parquet":
-            frame.to_parquet(buffer, index=False)
-        elif format == "csv":
-            import json
-            frame.assign(context=[json.dumps(x) for x in frame.context]).to_csv(buffer, index=False)
-        else:
-            frame.to_json(buffer, orient="records", lines=True)
+        write_as(frame, buffer, format)
         return Response(buffer.getvalue(), media_type=MEDIA[format],
                         headers={"Content-Disposition": f'attachment; filename="battles.{format}"'})
 

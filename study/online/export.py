@@ -127,13 +127,19 @@ def write(frame: pd.DataFrame, path) -> Path:
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise ValueError(f"{path}: export to .parquet, .csv or .jsonl, not {path.suffix!r}")
-    if kind == "parquet":
-        frame.to_parquet(path, index=False)
-    elif kind == "csv":
-        frame.assign(context=[json.dumps(x) for x in frame.context]).to_csv(path, index=False)
-    else:
-        frame.to_json(path, orient="records", lines=True)
+    write_as(frame, path, kind)
     return path
+
+
+def write_as(frame: pd.DataFrame, target, kind: str) -> None:
+    """``frame`` to ``target`` (a path or a binary buffer) as ``kind``: parquet, csv (contexts as
+    JSON) or jsonl -- the forms ``python -m study.leaderboard`` reads back."""
+    if kind == "parquet":
+        frame.to_parquet(target, index=False)
+    elif kind == "csv":
+        frame.assign(context=[json.dumps(x) for x in frame.context]).to_csv(target, index=False)
+    else:
+        frame.to_json(target, orient="records", lines=True)
 
 
 def export_told(store, path) -> Path:
