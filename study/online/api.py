@@ -157,6 +157,7 @@ class ConfigModel(BaseModel):
     open_horizon: bool = Field(False, description="an open horizon: epochs doubling from T, no last ask")
     limit: Optional[int] = Field(None, description="the last ask allowed (the horizon, raised or not); null: open")
     retired: list[str] = Field([], description="the items retired from the asks (kept in the table)")
+    judging: bool = Field(False, description="whether the judging page (/judge) and GET judges/report are served")
 
 
 class RankingRow(BaseModel):

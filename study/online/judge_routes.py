@@ -104,7 +104,8 @@ def _refused(status, detail, reason):
 
 
 def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: int = 0, ttl: float = 900.0,
-                 retries: int = 5, service=None, store_judges: bool = False) -> APIRouter:
+                 retries: int = 5, service=None, store_judges: bool = False,
+                 admin_token: str | None = None) -> APIRouter:
     """The judging page's routes (module docstring).
 
     Parameters
@@ -128,6 +129,8 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
         The names ``identify`` gives are the store's judges (:mod:`study.online.judges`): tells
         carry them (``Ranker.tell(..., judge=)``).  False (the default, for :func:`tokens`): the
         judge is in the battle log only.
+    admin_token : str, optional
+        The server's token: it reads ``GET judges/report`` too (the leaderboard page's admin view).
     """
     if not callable(identify):
         raise TypeError("identify must be a callable: token -> judge name or None")
@@ -268,9 +271,12 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
 
     @router.get(f"{API}/judges/report", summary="the judge report of the battles voted here (judge token)")
     async def report(request: Request):
-        judge, refusal = await judge_of(request)
-        if refusal is not None:
-            return refusal
+        given = request.headers.get("authorization", "")[7:].strip()
+        # the server's token reads the report too (the leaderboard page's admin view)
+        if not (admin_token and given and secrets.compare_digest(given.encode(), admin_token.encode())):
+            judge, refusal = await judge_of(request)
+            if refusal is not None:
+                return refusal
         with lock:
             rows = list(votes)
         if not rows:

@@ -220,7 +220,8 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
         from .judge_routes import judge_router
 
         app.include_router(judge_router(pool, identify=lambda given: arena_routes.judge_of(service, given),
-                                        log=judging_log, service=service, store_judges=True, overlap=overlap))
+                                        log=judging_log, service=service, store_judges=True, overlap=overlap,
+                                        admin_token=token))
     app.state.service = service
     call = service.call  # every use of the ranker, in its thread
     default_min_judgments = min_judgments
@@ -413,7 +414,7 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                 "alpha": c.alpha, "gamma": c.gamma, "c_lambda": c.c_lambda, "tie_break": c.tie_break,
                 "edges": None if c.edges is None else [list(e) for e in c.edges], "reads_need_token": reads_need_token,
                 "min_judgments": default_min_judgments, "open_horizon": c.open_horizon, "limit": c.limit,
-                "retired": [c.labels[i] for _, i in c.retired]}
+                "retired": [c.labels[i] for _, i in c.retired], "judging": pool is not None}
 
     @app.get(f"{P}/pending", response_model=list[api.TicketModel], responses=REFUSALS)
     async def pending():

@@ -7,6 +7,7 @@ the store holds both judges, their sides and times (its export), the page's log 
 ids; no console error.
 
 Skipped, saying why, where chromium or Playwright is missing, unless CI=true (test_service_browser)."""
+import json
 import os
 import re
 import signal
@@ -90,6 +91,7 @@ def test_two_judges_vote_by_clicks_and_keys(tmp_path):
                 for k in range(30):
                     page.wait_for_function(f"window.studyJudge.shown.length === {k + 1} && "
                                            "!document.querySelector('#battle').hidden")
+                    assert not page.is_visible("#token-form")  # a token from #token=, accepted: no token box
                     assert page.inner_text("#left-name") == "" and page.inner_text("#right-name") == ""
                     # a long response scrolls inside its box: the box stays within 60% of the window
                     assert page.evaluate("[...document.querySelectorAll('.response')].every(e => "
@@ -112,6 +114,35 @@ def test_two_judges_vote_by_clicks_and_keys(tmp_path):
                 shown = page.evaluate("window.studyJudge.shown")
                 assert len(set(shown)) == len(shown) == 31
                 context.close()
+            # a refused token: the token box stays, with the refusal (its 403 is a console error by design)
+            context = browser.new_context(viewport={"width": 390, "height": 800})
+            page = context.new_page()
+            page.goto(f"{url}/judge#token=not-a-judge")
+            page.wait_for_function("!document.querySelector('#token-form').hidden")
+            assert page.is_visible("#token-input") and "token" in page.inner_text("#token-error")  # the refusal shown
+            context.close()
+            # the leaderboard page with the server's token: the Judges card, as the API reports
+            admin = (tmp_path / "r.sqlite.token").read_text().strip()
+            request = urllib.request.Request(f"{url}/api/v1/judges/report",
+                                             headers={"Authorization": f"Bearer {admin}"})
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                report = json.load(answer)
+            votes = {j["judge"]: j["votes"] for j in report["judges"]}
+            assert set(votes) == {"ann", "bob"}
+            context = browser.new_context(viewport={"width": 390, "height": 800})
+            page = context.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{url}/#token={admin}")
+            page.wait_for_function("!document.querySelector('#judges-card').hidden && "
+                                   "document.querySelectorAll('#judges tbody tr').length === 2")
+            shown = {tr[0]: int(tr[1].replace(",", "")) for tr in page.evaluate(
+                "[...document.querySelectorAll('#judges tbody tr')].map(r => [...r.cells].map(c => c.textContent))")}
+            assert shown == votes
+            assert "α" in page.inner_text("#judges-overall") and "left wins" in page.inner_text("#judges-overall")
+            wide = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert wide <= 0, f"{wide} px of sideways scroll at 390 px with the Judges card"
+            context.close()
             browser.close()
     finally:
         os.killpg(server.pid, signal.SIGTERM)

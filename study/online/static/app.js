@@ -304,6 +304,53 @@
     page.diagramFor = key;
   }
 
+  // The admin view: with a pool served (config.judging) and the server's token held, the judge report
+  // (GET judges/report) in a card. Fetched with fetch(), not get(): a refusal here hides the card and
+  // never locks the page (a judge's token is not the page's token).
+  const share = (v) => v === null || v === undefined ? "–" : (100 * v).toFixed(1) + "%";
+  function renderJudges(report) {
+    const body = $("judges").tBodies[0];
+    body.replaceChildren();
+    for (const j of report.judges || []) {
+      const tr = document.createElement("tr");
+      cell(tr, String(j.judge), "name");  // textContent: a judge's name is data, never markup
+      cell(tr, j.votes.toLocaleString("en"), "num votes");
+      cell(tr, fixed(j.median_seconds, 1), "num");
+      cell(tr, share(j.tie_share), "num");
+      cell(tr, share(j.bothbad_share), "num");
+      cell(tr, share(j.left_share), "num");
+      cell(tr, `${share(j.left_lower)}–${share(j.left_upper)}`);
+      cell(tr, j.flagged ? "flagged: " + (j.reason || "") : "", j.flagged ? "bad" : "");
+      body.appendChild(tr);
+    }
+    const pct = Math.round(100 * (report.level ?? 0.95)), o = report.overall || {}, a = report.agreement || {};
+    $("judges-overall").textContent = report.overall
+      ? `${(o.votes ?? 0).toLocaleString("en")} votes; position bias: left wins ${share(o.left_share)} of decisive ` +
+        `votes (${pct}% CI ${share(o.left_lower)}–${share(o.left_upper)}); agreement on overlapped battles: ` +
+        `Krippendorff's α ${fixed(a.alpha)} (${pct}% CI ${fixed(a.lower)} to ${fixed(a.upper)})`
+      : report.detail || "no votes yet";
+    $("judges-note").textContent = (report.notes || []).join("; ");
+    $("judges-card").hidden = false;
+  }
+
+  async function refreshJudges() {
+    if (!page.config || !page.config.judging || !token || page.judgesRefused) return;
+    const response = await fetch(new URL(API + "judges/report", location.href),
+                                 {headers: {Authorization: "Bearer " + token}, cache: "no-store"});
+    if (response.status === 401 || response.status === 403) {
+      page.judgesRefused = true;
+      $("judges-card").hidden = true;
+      return;
+    }
+    if (response.status === 409) {  // too few votes for the report's fit: said, not an error
+      $("judges-overall").textContent = (await response.json()).detail;
+      $("judges-card").hidden = false;
+      return;
+    }
+    if (!response.ok) throw new Error(`judges/report: ${response.status}`);
+    renderJudges(await response.json());
+  }
+
   async function update(state, params) {
     const now = Date.now() / 1000;
     renderCounts(state);
@@ -313,6 +360,7 @@
     renderTimeline();
     if (state.n_asked > 0) renderTable(await json("ranking", params), params);
     renderDecision(await json("decision", params));
+    await refreshJudges();
   }
 
   async function tick() {
