@@ -2,10 +2,10 @@
 
     python -m benchmarks.judging [--judges 20] [--votes 30] [--prompts 100]
 
-A server (the service's app with the judging routes included, on uvicorn, in a process of its own)
+A server (the app ``serve --prompts --responses`` serves, on uvicorn, in a process of its own)
 over a pool of ``prompts`` prompts answered by 6 models and a fresh store (policy RB, d = 1); 20
-client threads, each a judge with their own token, loop ``GET battle/next`` then ``POST
-battle/vote`` (a random verdict) ``votes`` times, all at once, pausing ``--think`` seconds on
+client threads, each a judge named in the store with its own token (``judges.add``), loop ``GET
+battle/next`` then ``POST battle/vote`` (a random verdict) ``votes`` times, all at once, pausing ``--think`` seconds on
 average before each battle (exponential; a person takes tens of seconds; 0: back to back, where
 the ranker's single thread is the queue: every ask and tell is a transaction with its refit).  Reported: the latency of each route
 as the client sees it (median, p95, max), beside the in-process ``Ranker.ask`` + ``tell`` on an
@@ -38,23 +38,19 @@ def write_pool(directory: Path, prompts: int) -> tuple:
     return p, r
 
 
-def tokens_of(judges: int) -> dict:
-    return {f"judge-token-{k:02d}-0123456789": f"judge-{k:02d}" for k in range(judges)}
-
-
-def serve(directory: str, judges: int) -> None:
-    """The child: the app with the judging routes on uvicorn; prints its port."""
+def serve(directory: str) -> None:
+    """The child: the app that ``serve --prompts --responses`` serves, on uvicorn; prints its port."""
     import uvicorn
 
     from study.online import Ranker
-    from study.online.judge_routes import judge_router, tokens
     from study.online.pool import read_pool
-    from study.online.serve import listening_socket
+    from study.online.serve import judging_log, listening_socket
     from study.online.server import create_app
     directory = Path(directory)
+    store = directory / "store.sqlite"
     pool = read_pool(directory / "prompts.jsonl", directory / "responses.jsonl")
-    app = create_app(lambda: Ranker(directory / "store.sqlite"), token="admin-token-0123456789abcdef")
-    app.include_router(judge_router(pool, identify=tokens(tokens_of(judges)), log=directory / "votes.jsonl"))
+    app = create_app(lambda: Ranker(store), token="admin-token-0123456789abcdef", pool=pool,
+                     judging_log=judging_log(store))
     sock = listening_socket("127.0.0.1", 0)
     print(sock.getsockname()[1], flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
@@ -111,23 +107,26 @@ def main(argv=None) -> int:
     p.add_argument("--serve", default=None, help=argparse.SUPPRESS)  # the child
     args = p.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.judges)
+        serve(args.serve)
         return 0
     import os
 
     from study.online import Ranker
+    from study.online.judges import add as add_judge
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         write_pool(directory, args.prompts)
         asks = args.judges * args.votes
-        Ranker(directory / "store.sqlite", items=MODELS, dim=1, T=asks + 10, T0=min(60, asks // 4), seed=1).close()
-        child = subprocess.Popen([sys.executable, "-m", "benchmarks.judging", "--serve", tmp, "--judges",
-                                  str(args.judges)], stdout=subprocess.PIPE, text=True)
+        with Ranker(directory / "store.sqlite", items=MODELS, dim=1, T=asks + 10, T0=min(60, asks // 4),
+                    seed=1) as ranker:
+            tokens = [add_judge(ranker, f"judge-{k:02d}") for k in range(args.judges)]
+        child = subprocess.Popen([sys.executable, "-m", "benchmarks.judging", "--serve", tmp],
+                                 stdout=subprocess.PIPE, text=True)
         try:
             url = f"http://127.0.0.1:{int(child.stdout.readline())}"
             timings, errors = {"next": [], "vote": []}, []
             threads = [threading.Thread(target=judge, args=(url, token, args.votes, k, timings, errors, args.think))
-                       for k, token in enumerate(tokens_of(args.judges))]
+                       for k, token in enumerate(tokens)]
             start = time.perf_counter()
             for t in threads:
                 t.start()
