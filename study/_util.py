@@ -77,6 +77,8 @@ def lazy_exports(package: str, exports: dict):
     def __dir__():
         return sorted(set(vars(importlib.import_module(package))) | set(exports))
 
+    import copyreg
+    import importlib
     import sys
     import types
 
@@ -91,4 +93,8 @@ def lazy_exports(package: str, exports: dict):
             super().__setattr__(name, value)
 
     sys.modules[package].__class__ = Package
+    # pickled as the module it is (by name), as pickle and Ray's cloudpickle do a plain module: they
+    # know types.ModuleType itself, not a subclass (a user policy whose globals name study crossed
+    # to the Ray workers this way)
+    copyreg.pickle(Package, lambda module: (importlib.import_module, (module.__name__,)))
     return __getattr__, __dir__

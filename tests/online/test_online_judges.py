@@ -2,6 +2,7 @@
 tell records its judge and the side shown first; judge-clustered intervals, checked against an
 independent computation; stores of the earlier formats open unchanged and are upgraded."""
 import hashlib
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -136,6 +137,17 @@ def test_without_named_judges_nothing_changes(tmp_path):
             ranker.ranking(se="judge")
 
 
+def replayed_or_kernel_rounding(path) -> dict:
+    """verify --replay of a store another machine wrote: its replay here may end at the last bits of
+    this BLAS kernel and this code (the core changed since), and nothing more; then verified without it."""
+    try:
+        return verify_store(path, replay=True)
+    except study.online.StoreError as exc:
+        found = re.search(r"\(([0-9.e+-]+) away; the store was written by other code\)", str(exc))
+        assert found and float(found.group(1)) < 1e-8, exc
+        return verify_store(path)
+
+
 def test_a_format_2_store_opens_unchanged_and_is_upgraded_with_its_judges_unknown(tmp_path):
     """tests/data/online/online_v2_0c6d08f.sqlite: written by the code of commit 0c6d08f (format
     study.online/2; 5 items, d = 2, RB, seed 12, 60 tells, ticket 61 open)."""
@@ -149,7 +161,7 @@ def test_a_format_2_store_opens_unchanged_and_is_upgraded_with_its_judges_unknow
         with pytest.raises(ValueError, match="read-only"):
             judges.add(reader, "alice")
         assert judges.listing(reader) == [] and judges.who(reader, "a token") is None
-    summary = verify_store(path, replay=True)
+    summary = replayed_or_kernel_rounding(path)
     assert summary["format"] == "study.online/2" and sha(path) == before
     with Ranker(path) as ranker:  # upgraded: the judges' tables added, nothing refitted
         assert ranker._opened.format == study.online.store.FORMAT
