@@ -50,18 +50,19 @@ def router(service) -> APIRouter:
     """The routes of the module docstring over ``service`` (a :class:`~study.online.service.Service`)."""
     routes = APIRouter(prefix=P)
 
-    def refused(exc) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
+    async def on_ranker(answer):
+        """``answer(ranker)`` on the ranker's thread; a refusal (ValueError) is a 409 naming it."""
+        def work():
+            try:
+                return answer(service.ranker)
+            except ValueError as exc:
+                return JSONResponse({"detail": str(exc)}, status_code=409)
+
+        return await service.call(work)
 
     @routes.post("/judges", summary="a new judge: its token, shown once (admin token)")
     async def add_judge(body: JudgeRequest):
-        def work():
-            try:
-                return {"name": body.name, "token": judges.add(service.ranker, body.name)}
-            except ValueError as exc:
-                return refused(exc)
-
-        return await service.call(work)
+        return await on_ranker(lambda ranker: {"name": body.name, "token": judges.add(ranker, body.name)})
 
     @routes.get("/judges", summary="every judge (admin token)")
     async def list_judges():
@@ -69,35 +70,21 @@ def router(service) -> APIRouter:
 
     @routes.post("/judges/revoke", summary="refuse a judge's token from now on (admin token)")
     async def revoke_judge(body: JudgeRequest):
-        def work():
-            try:
-                judges.revoke(service.ranker, body.name)
-            except ValueError as exc:
-                return refused(exc)
+        def revoke(ranker):
+            judges.revoke(ranker, body.name)
             return {"name": body.name, "revoked": True}
 
-        return await service.call(work)
+        return await on_ranker(revoke)
 
     @routes.post("/items", summary="add an item (a model) to the live store (admin token)")
     async def add_item(body: JudgeRequest):
-        def work():
-            try:
-                return {"name": body.name, "item": items.add(service.ranker, body.name)}
-            except ValueError as exc:
-                return refused(exc)
-
-        return await service.call(work)
+        return await on_ranker(lambda ranker: {"name": body.name, "item": items.add(ranker, body.name)})
 
     @routes.post("/items/retire", summary="retire an item from the asks; its rows and its row in the table stay "
                                           "(admin token)")
     async def retire_item(body: JudgeRequest):
-        def work():
-            try:
-                return {"name": body.name, "retired": True, "from_ask": items.retire(service.ranker, body.name)}
-            except ValueError as exc:
-                return refused(exc)
-
-        return await service.call(work)
+        return await on_ranker(lambda ranker: {"name": body.name, "retired": True,
+                                               "from_ask": items.retire(ranker, body.name)})
 
     @routes.get("/battles", summary="the battle log, as study.leaderboard reads it")
     async def battles(format: Literal["jsonl", "csv", "parquet"] = "jsonl", after: int = Query(0, ge=0, le=2 ** 62)):
