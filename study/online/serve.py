@@ -265,6 +265,9 @@ def served(args, lock, pool=None) -> int:
     if others:
         print(f"  from other machines: {'   '.join(others)}" + (f" (listening on every interface, {host})"
                                                              if host in WILDCARDS else ""), flush=True)
+    elif host in WILDCARDS:  # a machine with no name or route out: say so rather than print nothing
+        print(f"  from other machines: no address of this machine found (listening on every interface, {host}); "
+              f"open http://ADDRESS:{port}/ with --allow-host ADDRESS", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on",
                             http=http_protocol(args.header_timeout, keep_alive=30.0),
                             timeout_keep_alive=30)  # the lifespan's end closes the store
