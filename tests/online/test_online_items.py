@@ -79,7 +79,7 @@ def test_the_items_command_and_route_retire(tmp_path, capsys):
     from fastapi.testclient import TestClient
 
     from study.online.__main__ import main
-    from study.online.server import create_app
+    from study.online.service.server import create_app
 
     path = tmp_path / "cli.sqlite"
     with Ranker(path, items=NAMES, dim=1, T=100, seed=2):
@@ -163,7 +163,7 @@ def test_an_ask_naming_an_item_before_it_joined_is_refused_by_verify(tmp_path):
 def test_get_config_says_the_horizon_and_the_retired(tmp_path):
     from fastapi.testclient import TestClient
 
-    from study.online.server import create_app
+    from study.online.service.server import create_app
 
     path = tmp_path / "config.sqlite"
     with Ranker(path, items=NAMES, dim=1, seed=2) as ranker:  # no T: an open horizon

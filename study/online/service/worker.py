@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import report
-from .store import Store, unpack
+from .. import report
+from ..store import Store, unpack
 
 MAX_PAGE = 10_000  # told rows per page of the export
 DIAGRAM_CACHE = 8
