@@ -99,8 +99,12 @@ def test_the_items_command_and_route_retire(tmp_path, capsys):
             client.post(f"{API}/tell", json={"ticket": ticket["id"], "wins": 1}, headers=admin)
         rows = client.get(f"{API}/ranking").json()["rows"]
         assert {row["name"]: row["retired"] for row in rows} == {"m-a": True, "m-b": False, "m-c": False, "m-d": True}
+        state = client.get(f"{API}/state").json()  # what the page polls: it redraws when these change
+        assert (state["n_items"], state["n_retired"]) == (4, 2)
         added = client.post(f"{API}/items", json={"name": "m-e"}, headers=admin)
         assert added.status_code == 200 and added.json() == {"name": "m-e", "item": 4}
+        state = client.get(f"{API}/state").json()
+        assert (state["n_items"], state["n_retired"]) == (5, 2)
         assert client.post(f"{API}/items", json={"name": "m-e"}, headers=admin).status_code == 409
         assert client.post(f"{API}/items", json={"name": "m-f"}).status_code == 401
         ticket = client.post(f"{API}/ask", json={"x": [1.0]}, headers=admin).json()

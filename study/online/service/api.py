@@ -128,6 +128,8 @@ class State(BaseModel):
     n_told: int
     n_asked: int
     counts: Counts
+    n_items: int = Field(description="the items, retired ones included (a model added changes it)")
+    n_retired: int = Field(description="the items retired so far (the page redraws its table when it changes)")
 
 
 class Health(BaseModel):
