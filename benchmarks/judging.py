@@ -43,9 +43,9 @@ def serve(directory: str) -> None:
     import uvicorn
 
     from study.online import Ranker
-    from study.online.pool import read_pool
-    from study.online.serve import judging_log, listening_socket
-    from study.online.server import create_app
+    from study.online.service.pool import read_pool
+    from study.online.service.serve import judging_log, listening_socket
+    from study.online.service.server import create_app
     directory = Path(directory)
     store = directory / "store.sqlite"
     pool = read_pool(directory / "prompts.jsonl", directory / "responses.jsonl")

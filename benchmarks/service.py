@@ -29,7 +29,7 @@ together), so that both sides meet the same machine, however its load changes du
 is killed with SIGKILL K times, at K random points of the run (once the store has told a number
 of outcomes drawn uniformly from 1 .. tells - 1, plus 0-50 ms: anywhere in the requests in
 flight), and restarted at once on the same port (the judges' clients retry:
-:mod:`study.online.client`).  Then:
+:mod:`study.online.service.client`).  Then:
 every tell a judge saw acknowledged (2xx, or a retry recognised as recorded) is in the store once,
 with its outcome, and no other tell is; the continued store passes ``verify --replay`` (the stored
 estimate and checkpoint are the refitted history's, bit for bit).  Exit status 1 if not.

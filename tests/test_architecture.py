@@ -13,6 +13,11 @@ Layers (a module may import its own layer and those below):
     5  study.runner                         the Ray runner
     6  study.cli                            the command line
     7  study (its __init__)                 the public API
+
+Rooms: within a layer, a room sits above the rest of its package, which is a library that never
+imports it.  ``study.online.service`` (the HTTP service, its pages and its client) is such a room
+over the online ranker; only the package's doors may import it: ``study.online`` (its ``__init__``
+exports ``Client``) and the command line (``study.online.__main__``, ``study.online.commands``).
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "study"
 LAYERS = {"study._util": 0, "study._version": 0, "study.core": 1, "study.simulation": 2, "study.policies": 2,
           "study.llm": 3, "study.online": 3, "study.leaderboard": 3, "study.results": 4, "study.runner": 5, "study.cli": 6, "study": 7}
 MAX_LINES = 600
+# room -> the modules outside it that may import it (its doors)
+ROOMS = {"study.online.service": {"study.online", "study.online.__main__", "study.online.commands"}}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -88,6 +95,17 @@ def upward_imports(graph: dict, layers: dict) -> list:
     return bad
 
 
+def in_package(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def room_breaches(graph: dict, rooms: dict) -> list:
+    """(importer, imported) pairs where a module outside a room, and not one of its doors, imports it."""
+    return [(name, target) for room, doors in rooms.items() for name, targets in sorted(graph.items())
+            if not in_package(name, room) and name not in doors
+            for target in sorted(targets) if in_package(target, room)]
+
+
 def cycles(graph: dict) -> list:
     """Strongly connected components with more than one module (Tarjan)."""
     index, low, stack, on_stack, result, counter = {}, {}, [], set(), [], [0]
@@ -132,6 +150,34 @@ def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path):
     assert cycles(graph) == [["study.core.a", "study.core.b"]]
     assert upward_imports(graph, {"study.core": 1, "study.runner": 5, "study": 7}) == [("study.core.c",
                                                                                         "study.runner.r")]
+
+
+def test_the_checker_finds_a_library_module_that_imports_its_room(tmp_path):
+    root = tmp_path / "study"
+    for rel, text in {"__init__.py": "", "online/__init__.py": "from .service.client import Client\n",
+                      "online/__main__.py": "from .service import serve\n",
+                      "online/ranker.py": "def f():\n    from .service import client\n",
+                      "online/store.py": "from . import ranker\n", "online/service/__init__.py": "",
+                      "online/service/client.py": "from ..store import f\n",
+                      "online/service/serve.py": "from .. import ranker\nfrom . import client\n",
+                      "online/services.py": "", "online/report.py": "from . import services\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    graph = import_graph(root)
+    assert "study.online.service.client" in graph["study.online.ranker"]
+    rooms = {"study.online.service": {"study.online", "study.online.__main__"}}
+    # the doors and the room itself may import it; a look-alike name (services) is not the room
+    assert room_breaches(graph, rooms) == [("study.online.ranker", "study.online.service.client")]
+    assert room_breaches(graph, {"study.online.service": set()}) == [
+        ("study.online", "study.online.service.client"), ("study.online.__main__", "study.online.service.serve"),
+        ("study.online.ranker", "study.online.service.client")]
+
+
+def test_the_ranker_never_imports_the_service_room():
+    assert set(ROOMS) <= set(modules_of(PACKAGE)), "every room is a package of study"
+    bad = room_breaches(import_graph(PACKAGE), ROOMS)
+    assert not bad, "a library module imports the room above it (importer -> imported): " + ", ".join(
+        f"{a} -> {b}" for a, b in bad)
 
 
 def test_every_module_has_a_layer():

@@ -16,9 +16,11 @@ ranking with confidence intervals at any moment (the conventions of Optuna's ask
 * :mod:`study.online.export`  a store's told rows as a table (Parquet, CSV, JSON Lines) that
   ``python -m study.leaderboard`` reads back.
 * :mod:`study.online.prior`   a ranker whose theta(0) is the fit of a file of earlier judgments.
-* :mod:`study.online.client`  :class:`Client`: the Ranker's methods over HTTP, against a server.
-* :mod:`study.online.server`  the JSON API and the live page (FastAPI); :mod:`study.online.api` its
-  bodies, :mod:`study.online.service` its reads, :mod:`study.online.serve` the command.
+* :mod:`study.online.judges`  judges with names (tokens stored hashed) and each tell's judge and side.
+* :mod:`study.online.standings` the ranking read as a leaderboard (Elo-style scale, rank intervals).
+* :mod:`study.online.service` the service room above the ranker, which never imports it: the
+  client (:class:`Client`, the Ranker's methods over HTTP), the server (JSON API, live page,
+  judging page) and ``python -m study.online serve``.
 * ``python -m study.online show FILE``  counts, the ranking with CIs, the diagram as a PNG.
 * ``python -m study.online verify FILE [--replay]``  is the file a store to trust?
 * ``python -m study.online serve FILE [--host 127.0.0.1] [--port 8000]``  the ranker as a service.
@@ -34,13 +36,13 @@ from .._util import lazy_exports
 # Imported when first used (PEP 562): ``from study.online import Client`` imports the client
 # (standard library and numpy) and not the ranker's scipy, pandas or matplotlib.
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "verify_store": ".audit", "Client": ".client", "Config": ".config", "export_told": ".export",
+    "verify_store": ".audit", "Client": ".service.client", "Config": ".config", "export_told": ".export",
     "told_rows": ".export", "ranker_from_judgments": ".prior", "Ranker": ".ranker", "Decision": ".stopping",
     "StoreError": ".store", "StoreFileError": ".store", "Ticket": ".tickets", "TicketError": ".tickets"})
 
 if TYPE_CHECKING:
     from .audit import verify_store
-    from .client import Client
+    from .service.client import Client
     from .config import Config
     from .export import export_told, told_rows
     from .prior import ranker_from_judgments

@@ -1,6 +1,6 @@
 """``python -m study.online show FILE`` and ``python -m study.online verify FILE``: what a
 ranker's store holds, and whether it is one to trust, without changing it; ``python -m
-study.online serve FILE``: the ranker as a service (:mod:`study.online.serve`); ``judges``,
+study.online serve FILE``: the ranker as a service (:mod:`study.online.service.serve`); ``judges``,
 ``export``, ``import``, ``horizon`` and ``items``: :mod:`study.online.commands`.
 
 ``show`` prints the ranker's arguments, its counts (asked, told, open, expired; comparisons and
@@ -22,7 +22,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import commands as admin, serve
+from . import commands as admin
+from .service import serve
 
 SE_CHOICES = ("cluster", "model", "sandwich")  # report.SE_TEXT's keys, named here so that --help imports no scipy
 

@@ -8,7 +8,7 @@ STORE NAME`` (:mod:`study.online.items`).
 revoke`` refuses its token from then on; ``judges list`` prints every judge with its tells;
 ``judges report`` prints :func:`study.leaderboard.judges.judge_report` of the store's battle log (with
 the judging page's log beside it, ``STORE.judging.jsonl``: the pool's question ids, the seconds per
-vote and the re-served battles, :mod:`study.online.judging_log`).
+vote and the re-served battles, :mod:`study.online.service.judging_log`).
 ``export`` writes the battle log (``--counts``: one row per told outcome) that ``python -m
 study.leaderboard`` reads (:mod:`study.online.export`).  Exit status 0; 2 with one line for a
 missing, foreign or invalid store, a file-system failure, or a refused name.
@@ -93,8 +93,8 @@ def judges_report(args) -> int:
 
     from ..leaderboard.judges import judge_report
     from .export import battle_rows
-    from .judging_log import report_rows
-    from .serve import judging_log
+    from .service.judging_log import report_rows
+    from .service.serve import judging_log
     from .store import StoreFileError
 
     if not args.file.is_file():
@@ -169,8 +169,8 @@ def items_command(args) -> int:
 
 def export_command(args) -> int:
     from .export import SUFFIXES, battle_rows, export_battles, export_told, write
-    from .judging_log import with_prompts
-    from .serve import judging_log
+    from .service.judging_log import with_prompts
+    from .service.serve import judging_log
     from .store import StoreFileError
 
     if args.out.suffix.lower() not in SUFFIXES:

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from study.online import Ranker
-from study.online.judge_routes import judge_router, tokens
-from study.online.pool import read_pool
-from study.online.server import create_app
+from study.online.service.judge_routes import judge_router, tokens
+from study.online.service.pool import read_pool
+from study.online.service.server import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from service_support import TOKEN  # noqa: E402

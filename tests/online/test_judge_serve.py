@@ -13,8 +13,8 @@ import pytest
 
 from study.online import Ranker, judges
 from study.online.export import battle_rows
-from study.online.judging_log import report_rows, with_prompts
-from study.online.server import create_app
+from study.online.service.judging_log import report_rows, with_prompts
+from study.online.service.server import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))

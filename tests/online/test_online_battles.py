@@ -13,7 +13,7 @@ import pytest
 
 from study.online import Ranker, judges, verify_store
 from study.online.export import battle_rows, export_battles, export_told, told_rows
-from study.online.server import create_app
+from study.online.service.server import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_online_judges import judged_store  # noqa: E402

@@ -79,7 +79,7 @@ def test_the_items_command_and_route_retire(tmp_path, capsys):
     from fastapi.testclient import TestClient
 
     from study.online.__main__ import main
-    from study.online.server import create_app
+    from study.online.service.server import create_app
 
     path = tmp_path / "cli.sqlite"
     with Ranker(path, items=NAMES, dim=1, T=100, seed=2):
@@ -99,8 +99,12 @@ def test_the_items_command_and_route_retire(tmp_path, capsys):
             client.post(f"{API}/tell", json={"ticket": ticket["id"], "wins": 1}, headers=admin)
         rows = client.get(f"{API}/ranking").json()["rows"]
         assert {row["name"]: row["retired"] for row in rows} == {"m-a": True, "m-b": False, "m-c": False, "m-d": True}
+        state = client.get(f"{API}/state").json()  # what the page polls: it redraws when these change
+        assert (state["n_items"], state["n_retired"]) == (4, 2)
         added = client.post(f"{API}/items", json={"name": "m-e"}, headers=admin)
         assert added.status_code == 200 and added.json() == {"name": "m-e", "item": 4}
+        state = client.get(f"{API}/state").json()
+        assert (state["n_items"], state["n_retired"]) == (5, 2)
         assert client.post(f"{API}/items", json={"name": "m-e"}, headers=admin).status_code == 409
         assert client.post(f"{API}/items", json={"name": "m-f"}).status_code == 401
         ticket = client.post(f"{API}/ask", json={"x": [1.0]}, headers=admin).json()
@@ -163,7 +167,7 @@ def test_an_ask_naming_an_item_before_it_joined_is_refused_by_verify(tmp_path):
 def test_get_config_says_the_horizon_and_the_retired(tmp_path):
     from fastapi.testclient import TestClient
 
-    from study.online.server import create_app
+    from study.online.service.server import create_app
 
     path = tmp_path / "config.sqlite"
     with Ranker(path, items=NAMES, dim=1, seed=2) as ranker:  # no T: an open horizon

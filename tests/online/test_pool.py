@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.online.pool import Assigner, read_pool
+from study.online.service.pool import Assigner, read_pool
 
 
 def write(frame, path):

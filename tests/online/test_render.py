@@ -5,7 +5,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from study.online.render import TAGS, render_markdown, sanitize
+from study.online.service.render import TAGS, render_markdown, sanitize
 
 HOSTILE_MARKDOWN = [
     "<script>alert(1)</script>",

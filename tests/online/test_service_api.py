@@ -1,4 +1,4 @@
-"""The ranker's JSON API (study.online.server), every route in-process through FastAPI's test
+"""The ranker's JSON API (study.online.service.server), every route in-process through FastAPI's test
 client, and every refusal: 422 naming the field, 404/409 for tickets, 413 for a body too large,
 401/403 without or with a wrong token -- each leaving the store as it was (its complete dump
 compared before and after, and ``verify_store`` passing)."""
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from study.online import Ranker, verify_store
-from study.online.server import create_app, is_loopback
+from study.online.service.server import create_app, is_loopback
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 import online_child  # noqa: E402  (tests/support)
@@ -296,7 +296,7 @@ def test_an_empty_store_answers_without_errors(tmp_path):
 
 
 def test_the_page_and_its_assets_ship_in_the_package_and_fetch_nothing_else(store):
-    static = Path(__file__).resolve().parents[2] / "study" / "online" / "static"
+    static = Path(__file__).resolve().parents[2] / "study" / "online" / "service" / "static"
     with served(store) as client:
         page = client.get("/")
         assert page.status_code == 200 and 'src="static/app.js"' in page.text
@@ -308,5 +308,5 @@ def test_the_page_and_its_assets_ship_in_the_package_and_fetch_nothing_else(stor
         # no address outside the server (the SVG namespace is a name, not a fetch), no protocol-relative one
         assert set(re.findall(r"\w+://[^\s\"')`]+", text)) <= {"http://www.w3.org/2000/svg"}, asset
         assert not re.search(r"(src|href)=\"//|url\(\s*['\"]?//|@import", text), asset
-    pyproject = (static.parents[2] / "pyproject.toml").read_text()
-    assert '"online/static/*"' in pyproject  # package-data: the page installs with the package
+    pyproject = (static.parents[3] / "pyproject.toml").read_text()
+    assert '"online/service/static/*"' in pyproject  # package-data: the page installs with the package

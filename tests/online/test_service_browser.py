@@ -283,3 +283,62 @@ def test_the_table_reads_like_a_leaderboard_elo_scale_rank_intervals_rank_ub(tmp
             assert "logit scale" in page.text_content("#scale-note") and not errors, errors
         finally:
             browser.close()
+
+
+def test_a_retired_model_stays_in_the_table_marked_and_readable_at_390_px(tmp_path):
+    """A model retired on the live server (POST items/retire, no tell after it) stays in the table
+    with its interval, marked retired, on the next poll; the mark is said in the table's note, and
+    at 390 px it is on the screen (not scrolled out of the card), as large as the preliminary mark,
+    and the page does not scroll sideways."""
+    import json
+    import urllib.request
+
+    sync_playwright = playwright_or_skip()
+    make_store(tmp_path / "board.sqlite")
+    with Serve(tmp_path / "board.sqlite") as server, sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            errors = watch(page)
+            page.goto(server.url + "/")
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4 && "
+                                   "document.querySelector('#diagram img') !== null", timeout=60_000)
+            assert page.evaluate("document.querySelectorAll('#leaderboard .retired-mark').length") == 0
+            retire = urllib.request.Request(
+                f"{server.url}/api/v1/items/retire", data=json.dumps({"name": "model-b"}).encode(), method="POST",
+                headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+            with urllib.request.urlopen(retire, timeout=60) as answer:
+                assert json.loads(answer.read())["retired"] is True
+            page.wait_for_function("document.querySelectorAll('#leaderboard .retired-mark').length === 1",
+                                   timeout=60_000)
+            rows = page.evaluate("""() => [...document.querySelectorAll('#leaderboard tbody tr')].map(tr => ({
+                name: tr.querySelector('td.name').firstChild.textContent, retired: tr.classList.contains('retired'),
+                mark: tr.querySelector('.retired-mark') ? tr.querySelector('.retired-mark').textContent : null,
+                lower: tr.querySelectorAll('td.num')[3].textContent}))""")
+            with urllib.request.urlopen(f"{server.url}/api/v1/ranking?anytime=true&scale=elo", timeout=60) as answer:
+                api_rows = json.loads(answer.read())["rows"]
+            assert [r["name"] for r in rows] == [r["name"] for r in api_rows] and len(rows) == 4  # still in the table
+            assert [r["retired"] for r in rows] == [r["retired"] for r in api_rows] == [
+                r["name"] == "model-b" for r in rows]
+            assert [r["mark"] for r in rows if r["retired"]] == ["retired"]
+            assert all(r["lower"] not in ("", "–") for r in rows)  # its interval stays
+            assert "retired:" in page.text_content("#table-note")
+            box = page.evaluate("""() => {
+                const mark = document.querySelector('#leaderboard .retired-mark').getBoundingClientRect();
+                const card = document.querySelector('#leaderboard').closest('.scroll').getBoundingClientRect();
+                const name = document.querySelector('#leaderboard tr.retired td.name').getBoundingClientRect();
+                const bar = document.querySelector('#leaderboard tr.retired svg.bar').getBoundingClientRect();
+                return {left: mark.left, right: mark.right, cardLeft: card.left, cardRight: card.right,
+                        nameRight: name.right, barRight: bar.right, height: mark.height,
+                        size: parseFloat(getComputedStyle(document.querySelector('.retired-mark')).fontSize),
+                        width: Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)}}""")
+            page.screenshot(path=str(tmp_path / "retired.png"), full_page=True)
+            assert box["cardLeft"] <= box["left"] and box["right"] <= min(box["cardRight"], 390), box
+            assert box["right"] <= box["nameRight"] and box["size"] >= 11 and box["height"] > 0, box
+            # the mark goes under the name (not beside it), so that the name, the mark, the score and the
+            # interval are in one view of the card
+            assert box["barRight"] <= min(box["cardRight"], 390), box
+            assert box["width"] <= 390, box
+            assert not errors, errors
+        finally:
+            browser.close()

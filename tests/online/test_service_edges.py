@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from study.online import Client, Ranker, verify_store
-from study.online.hardening import allowed_hosts, host_name, lock_file, machine_addresses, reachable
-from study.online.server import create_app
+from study.online.service.hardening import allowed_hosts, host_name, lock_file, machine_addresses, reachable
+from study.online.service.server import create_app
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 sys.path.insert(0, str(SUPPORT))

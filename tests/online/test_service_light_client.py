@@ -26,7 +26,7 @@ def imported_after(statement: str) -> list:
 def test_the_client_imports_nothing_heavy():
     assert imported_after("from study.online import Client") == []
     assert imported_after("from study.online import Client, Ticket, TicketError, StoreError; import study") == []
-    assert imported_after("from study.online.client import Client; Client('http://127.0.0.1:1')") == []
+    assert imported_after("from study.online.service.client import Client; Client('http://127.0.0.1:1')") == []
 
 
 def test_the_rest_is_imported_when_used():

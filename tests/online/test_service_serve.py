@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from study.online import Client, Ranker, verify_store
-from study.online.serve import reads_need_the_token, token_file
+from study.online.service.serve import reads_need_the_token, token_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from service_support import Serve  # noqa: E402

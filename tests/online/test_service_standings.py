@@ -11,7 +11,7 @@ import pytest
 
 from study.leaderboard import rank_intervals
 from study.online import Ranker
-from study.online.server import create_app
+from study.online.service.server import create_app
 from study.online.standings import score_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))

@@ -34,8 +34,8 @@ def threaded_server(open_ranker, *, token: str = TOKEN, reads_need_token: bool =
     thread); yields the URL, stops it on exit."""
     import uvicorn
 
-    from study.online.serve import listening_socket
-    from study.online.server import MAX_BODY, create_app
+    from study.online.service.serve import listening_socket
+    from study.online.service.server import MAX_BODY, create_app
 
     app = create_app(open_ranker, token=token, reads_need_token=reads_need_token, max_body=max_body or MAX_BODY)
     sock = listening_socket("127.0.0.1", 0)

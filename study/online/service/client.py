@@ -29,8 +29,8 @@ from urllib.parse import urlencode, urlsplit
 
 import numpy as np
 
-from .store import StoreError, StoreFileError
-from .tickets import Ticket, TicketError, outcome_fields
+from ..store import StoreError, StoreFileError
+from ..tickets import Ticket, TicketError, outcome_fields
 
 API_VERSION = "v1"
 PREFIX = f"/api/{API_VERSION}"  # every route of the API is under it
@@ -221,7 +221,7 @@ class Client:
     def decision(self, level: float = 0.95, top: int = 1, x=None, se: str = "model", anytime: bool = True,
                  tightest_at=None) -> "Decision":
         """The stopping rule's verdict (as Ranker.decision: a :class:`~study.online.stopping.Decision`)."""
-        from .stopping import Decision  # its module imports the core's interval factors (scipy): when used
+        from ..stopping import Decision  # its module imports the core's interval factors (scipy): when used
 
         a = self._call("GET", "/decision", query=_query(level=level, top=top, x=x, se=se, anytime=anytime,
                                                         tightest_at=tightest_at))
@@ -306,7 +306,7 @@ def _same(answer) -> bool:
 
 
 def _frame(rows: list, columns):
-    from .report import Table  # pandas (and the report's scipy), when a table is first asked for
+    from ..report import Table  # pandas (and the report's scipy), when a table is first asked for
 
     frame = Table(rows, columns=list(columns))
     for column in ("score", "se", "lower", "upper", "estimate"):

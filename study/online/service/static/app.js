@@ -164,6 +164,14 @@
         name.append(" ", badge);
         tr.classList.add("preliminary");
       }
+      if (row.retired) {  // never asked again; its judgments stay in the estimate, so its row stays
+        const mark = document.createElement("span");
+        mark.className = "retired-mark";
+        mark.textContent = "retired";
+        mark.title = "retired: never asked again; its judgments still count";
+        name.append(" ", mark);
+        tr.classList.add("retired");
+      }
       cell(tr, fixed(row.score, digits), "num score");
       cell(tr, "").appendChild(intervalBar(row, low, high));
       cell(tr, fixed(row.lower, digits), "num");
@@ -179,7 +187,8 @@
     $("leaderboard").dataset.shown = JSON.stringify(params);  // what the table shows (the browser test reads it)
     const scale = ranking.scale === "elo"
       ? `${ranking.scale_text} (P(a beats b) = 1 / (1 + 10^((R_b − R_a)/400)))` : ranking.scale_text;
-    const prelim = `preliminary: fewer than ${ranking.min_judgments} judgments.`;
+    const prelim = `preliminary: fewer than ${ranking.min_judgments} judgments.` +
+      (ranking.rows.some((r) => r.retired) ? " retired: a model no longer asked; its judgments still count." : "");
     $("scale-note").textContent = scale;
     $("table-note").textContent = ranking.score === "debiased"
       ? `Rank (UB): 1 + the items whose lower bound exceeds this one's upper bound (the marginal intervals ` +
@@ -385,8 +394,12 @@
       }
       // the key holds the selectors as read now: a table fetched for other selectors is never kept
       const params = controls();
-      const key = [state.n_told, state.n_asked, state.counts.open, state.counts.expired,
-                   JSON.stringify(params)].join("/");
+      if (state.n_items !== page.config.n_items || state.n_retired !== page.config.retired.length) {
+        page.config = await json("config");  // a model added or retired on the live store
+        renderMeta(page.config);
+      }
+      const key = [state.n_told, state.n_asked, state.counts.open, state.counts.expired, state.n_items,
+                   state.n_retired, JSON.stringify(params)].join("/");
       if (key !== page.seen || forced) {
         await update(state, params);
         page.seen = key;

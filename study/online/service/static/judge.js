@@ -2,7 +2,7 @@
 // the vote, four verdicts by buttons or keys 1 2 3 4 (s: skip), then the next battle at once. No
 // library, no network beyond the server. Open it as /judge#token=JUDGE_TOKEN (kept for this tab).
 //
-// The JSON it expects (study/online/judge_routes.py; docs/service.md, "Judging page"). Every
+// The JSON it expects (study/online/service/judge_routes.py; docs/service.md, "Judging page"). Every
 // request sends `Authorization: Bearer JUDGE_TOKEN`; a refusal is {"detail": text, "reason": code}.
 //
 //   GET  api/v1/battle/next
@@ -61,7 +61,7 @@
 
   function show(battle) {
     current = battle;
-    $("prompt").innerHTML = battle.prompt_html;  // sanitised by the server (study/online/render.py)
+    $("prompt").innerHTML = battle.prompt_html;  // sanitised by the server (study/online/service/render.py)
     $("left").innerHTML = battle.left_html;
     $("right").innerHTML = battle.right_html;
     $("left").scrollTop = $("right").scrollTop = 0;

@@ -1,5 +1,5 @@
 """The judging page's battle log read beside the store (``STORE.judging.jsonl``, written by
-:mod:`study.online.judge_routes` when ``python -m study.online serve STORE --prompts FILE
+:mod:`study.online.service.judge_routes` when ``python -m study.online serve STORE --prompts FILE
 --responses FILE`` serves the page).
 
 The store holds every vote that was told to the ranker, with its judge, side and time

@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..leaderboard import contexts as context_columns
-from ..leaderboard.files import LeaderboardInputError, read_table, where
+from ...leaderboard import contexts as context_columns
+from ...leaderboard.files import LeaderboardInputError, read_table, where
 
 __all__ = ["Pool", "read_pool", "Assigner", "Assignment", "MAX_TEXT"]
 

@@ -1,4 +1,4 @@
-"""The JSON bodies of the ranker's HTTP API (:mod:`study.online.server`), as pydantic models: they
+"""The JSON bodies of the ranker's HTTP API (:mod:`study.online.service.server`), as pydantic models: they
 validate what comes in (a bad field is a 422 naming it) and make the OpenAPI schema.
 
 Every number that names a count is a JSON integer (``1.0`` or ``true`` is refused), every real a
@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-from ..core import _validate as check
+from ...core import _validate as check
 from .client import API_VERSION as VERSION, PREFIX  # noqa: F401 (the version and prefix of these models)
 
 MAX_INT = 2**63 - 1  # SQLite's integers: a larger ticket or count is a 422, not an overflow inside the store
@@ -128,6 +128,8 @@ class State(BaseModel):
     n_told: int
     n_asked: int
     counts: Counts
+    n_items: int = Field(description="the items, retired ones included (a model added changes it)")
+    n_retired: int = Field(description="the items retired so far (the page redraws its table when it changes)")
 
 
 class Health(BaseModel):

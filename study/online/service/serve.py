@@ -1,5 +1,5 @@
 """``python -m study.online serve STORE``: one process owns the store and serves it over HTTP
-(:mod:`study.online.server`) until stopped (Ctrl-C, SIGTERM).
+(:mod:`study.online.service.server`) until stopped (Ctrl-C, SIGTERM).
 
 The store is created from the flags or a settings file (a JSON object of the
 :class:`~study.online.Ranker`'s creation arguments) when it does not exist, and reopened (verified,
@@ -10,9 +10,9 @@ beside the store, written at the first start (random, 256 bits, readable by its 
 token file that others can read is refused).  Ask, tell, tell_many and expire need it; reads need
 it too unless the server listens on loopback (the default, 127.0.0.1) or ``--open-reads`` is given.
 
-``--prompts FILE --responses FILE``: a pool of prompts with responses (:func:`study.online.pool.read_pool`;
+``--prompts FILE --responses FILE``: a pool of prompts with responses (:func:`study.online.service.pool.read_pool`;
 ``--category COLUMN`` takes the contexts from a category of the prompts) and the judging page at
-``/judge`` (:mod:`study.online.judge_routes`), for the judges named by ``python -m study.online judges
+``/judge`` (:mod:`study.online.service.judge_routes`), for the judges named by ``python -m study.online judges
 add STORE NAME`` with their own tokens.  A new store's items and d are the pool's models and context
 dimension unless given; an existing store's must hold every model of the pool and have its d.  Bad
 files are refused in one line before anything is served.  The battle log of the page is appended to
@@ -29,11 +29,12 @@ import stat
 import sys
 from pathlib import Path
 
+from ..standings import MIN_JUDGMENTS
 from .client import TOKEN_ENV
 from .hardening import (HEADER_TIMEOUT, WILDCARDS, allowed_hosts, check_token, http_protocol, lock_store, note_holder,
                         reachable)
 from .hardening import MAX_BODY, is_loopback
-from .standings import MIN_JUDGMENTS
+
 CREATION = ("n_items", "dim", "policy", "T", "T0", "M", "alpha", "gamma", "c_lambda", "tie_break", "seed", "edges",
             "items", "theta0")
 
@@ -212,10 +213,10 @@ def fits(pool, config) -> None:
 def served(args, lock, pool=None) -> int:
     import uvicorn  # the server's modules, once a server is to run (``--help`` and refusals stay quick)
 
-    from .ranker import Ranker
+    from ..ranker import Ranker
+    from ..store import StoreFileError
     from .server import create_app
-    from .service import Service
-    from .store import StoreFileError
+    from .worker import Service
 
     try:
         given = creation_arguments(args)

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import report
-from .store import Store, unpack
+from .. import report
+from ..store import Store, unpack
 
 MAX_PAGE = 10_000  # told rows per page of the export
 DIAGRAM_CACHE = 8
@@ -73,8 +73,9 @@ class Service:
 
     def state(self) -> dict:
         counts = self.ranker.counts()
+        config = self.ranker.config  # as this ranker holds it: items added or retired through this server
         return {"store_id": self.ranker.store_id, "n_told": counts["told"], "n_asked": counts["asked"],
-                "counts": counts}
+                "counts": counts, "n_items": config.n_items, "n_retired": len(config.retired)}
 
     # --- the told rows --------------------------------------------------------------------------
     def told(self, after: int = 0, limit: int = 1000) -> dict:

@@ -1,4 +1,4 @@
-"""What keeps a served store safe from the network around it (:mod:`study.online.serve`).
+"""What keeps a served store safe from the network around it (:mod:`study.online.service.serve`).
 
 * :class:`HostGate`: a request whose ``Host`` header names no address this server answers to is
   refused (400) before any route runs, so that a page of another site whose name was made to

@@ -1,5 +1,5 @@
 """The arena's routes of the service: judges with names and the battle log (a FastAPI
-``APIRouter`` that :func:`study.online.server.create_app` includes).
+``APIRouter`` that :func:`study.online.service.server.create_app` includes).
 
 =====================  ========================================================================
 POST judges            ``{"name"}`` -> ``{"name", "token"}``: a new judge (the token shown once)   (admin)
@@ -25,9 +25,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from . import items, judges
+from .. import items, judges
+from ..export import battle_rows, write_as
 from .api import PREFIX as P
-from .export import battle_rows, write_as
 
 ADMIN = frozenset((f"{P}/judges", f"{P}/judges/revoke", f"{P}/items", f"{P}/items/retire"))
 MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
@@ -47,7 +47,7 @@ async def judge_of(service, token: str):
 
 
 def router(service) -> APIRouter:
-    """The routes of the module docstring over ``service`` (a :class:`~study.online.service.Service`)."""
+    """The routes of the module docstring over ``service`` (a :class:`~study.online.service.worker.Service`)."""
     routes = APIRouter(prefix=P)
 
     async def on_ranker(answer):

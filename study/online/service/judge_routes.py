@@ -123,7 +123,7 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
         Seconds a battle stays open; a vote after it is refused (410) and its ticket expired.
     retries : int
         Prompts tried when the ranker asks for a model without a response (module docstring).
-    service : study.online.service.Service, optional
+    service : study.online.service.worker.Service, optional
         The ranker's service; default, the including app's ``app.state.service``.
     store_judges : bool
         The names ``identify`` gives are the store's judges (:mod:`study.online.judges`): tells
@@ -283,7 +283,7 @@ def judge_router(pool: Pool, *, identify, log=None, overlap: float = 0.1, seed: 
             return JSONResponse({"judges": [], "detail": "no votes yet"})
         import pandas as pd
 
-        from ..leaderboard.judges import judge_report
+        from ...leaderboard.judges import judge_report
         try:
             answer = judge_report(pd.DataFrame(rows), draws=200)
         except ValueError as exc:  # too few votes for a fit, say

@@ -35,7 +35,7 @@ ticket never asked 404; a ticket told, expired, of another store or for another 
 first try was recorded is recognisable, and never counted twice); a body over ``max_body`` bytes
 413; a file-system refusal 503.
 
-The ranker lives in a thread of its own (:class:`~study.online.service.Service`): every use of it
+The ranker lives in a thread of its own (:class:`~study.online.service.worker.Service`): every use of it
 is queued there, one at a time (a Ranker is used from one thread, and the store takes one writer
 at a time anyway), while the event loop goes on reading, validating and answering requests, so
 that the HTTP work overlaps the store's work and its fsync.  Drawing a diagram runs in a worker
@@ -58,16 +58,17 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
-from .._version import __version__
-from ..core import _validate as check
-from ..core.confseq import check_tightest_at
-from . import api, arena_routes, report
-from .config import bounded_array
+from ..._version import __version__
+from ...core import _validate as check
+from ...core.confseq import check_tightest_at
+from .. import report
+from ..config import bounded_array
+from ..standings import MIN_JUDGMENTS, standings
+from ..store import StoreError, StoreFileError
+from ..tickets import Ticket, TicketError
+from . import api, arena_routes
 from .hardening import HEADER_TIMEOUT, LOOPBACK_NAMES, MAX_BODY, HostGate, SlowBody, is_loopback
-from .service import MAX_PAGE, Service, draw
-from .standings import MIN_JUDGMENTS, standings
-from .store import StoreError, StoreFileError
-from .tickets import Ticket, TicketError
+from .worker import MAX_PAGE, Service, draw
 
 STATIC = Path(__file__).with_name("static")
 P = api.PREFIX
@@ -117,7 +118,7 @@ class TokenGate:
 
     def __init__(self, app, token: str, reads_need_token: bool, judge_of=None, judged: bool = False):
         self.app, self.expected, self.reads_need_token = app, f"bearer {token}".encode(), reads_need_token
-        self.judge_of = judge_of  # async token -> a judge's name or None (study.online.arena_routes)
+        self.judge_of = judge_of  # async token -> a judge's name or None (study.online.service.arena_routes)
         self.judged = judged  # the judging page is served: its routes need a token, a judge's (the router says whose)
 
     @classmethod
@@ -188,13 +189,13 @@ def create_app(open_ranker, *, token: str, reads_need_token: bool = False, max_b
                overlap: float = 0.1) -> FastAPI:
     """The app serving the writable :class:`~study.online.Ranker` that ``open_ranker()`` opens (or
     creates), in a thread of its own, when the app starts (closed when it stops); or a
-    :class:`~study.online.service.Service` already opened (``serve`` opens it first, to refuse a
+    :class:`~study.online.service.worker.Service` already opened (``serve`` opens it first, to refuse a
     bad store before serving).  ``token``: what ask, tell, tell_many and expire need (and reads,
     with ``reads_need_token``).  ``allowed_hosts``: the ``Host`` names it answers to (``"*"``: any;
-    :mod:`study.online.hardening`); ``body_timeout``: seconds a body may stop coming (then 408);
+    :mod:`study.online.service.hardening`); ``body_timeout``: seconds a body may stop coming (then 408);
     ``min_judgments``: the default of ``GET ranking``'s (:mod:`study.online.standings`).  ``pool``
-    (:func:`study.online.pool.read_pool`): the judging page at ``/judge``
-    (:mod:`study.online.judge_routes`), judges identified by their tokens of the store, the battle
+    (:func:`study.online.service.pool.read_pool`): the judging page at ``/judge``
+    (:mod:`study.online.service.judge_routes`), judges identified by their tokens of the store, the battle
     log appended to ``judging_log``, a share ``overlap`` re-served for agreement."""
     if not token:
         raise ValueError("a server needs a token")
