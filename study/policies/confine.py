@@ -135,6 +135,9 @@ def confine(scratch: str, needs=frozenset(), hidden=(), extra_reads=()) -> dict:
     found = status()
     if not found["available"]:
         raise ConfinementUnavailable(found["reason"] or "kernel confinement is unavailable here")
+    if "threads" not in needs and "processes" not in needs:  # BLAS would start its threads, refused, and fail
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(1)
     _landlock(scratch, needs, hidden, extra_reads)
     _seccomp(needs)
     return {"landlock_abi": found["landlock_abi"], "seccomp": found["seccomp"], "lifted": sorted(set(needs))}
