@@ -1,9 +1,14 @@
-"""Work run in fresh processes that can be ended: the ``shared_state`` check of
-:func:`study.check_policy` (a policy that keeps state across replications -- a module-level cache,
-a class attribute -- gives a replication that depends on what ran before it in the same worker,
-which a fresh process shows), and the hard stop of a replication that outlives its setting's
-``time_limit`` (:mod:`study.runner.worker`: the replication's process is ended, whatever the
-policy catches).
+"""Work run in fresh processes that can be ended: the checks of :func:`study.check_policy` on a
+user policy (confined by the kernel, :mod:`study.policies.confine`; its ``shared_state`` check
+needs fresh processes: a policy that keeps state across replications -- a module-level cache, a
+class attribute -- gives a replication that depends on what ran before it in the same worker,
+which a fresh process shows), and the hard stop of a built-in method's replication that outlives
+its setting's ``time_limit`` (:mod:`study.runner.worker`; a user policy's replications run through
+:mod:`study.policies.sandbox` instead).
+
+A job that runs user code (``confined``) is confined in its child before its factory is
+unpickled, and its child answers in JSON of plain data, relayed as JSON: neither the server nor
+the asking process unpickles anything such a child sends.
 
 A fresh process is forked from a small server process started once per process that asks
 (``python -m study.policies.fresh``): it imports :mod:`study` and never runs user code itself, so

@@ -40,7 +40,7 @@ import traceback
 import numpy as np
 import pyarrow as pa
 
-from ..policies import ALL_METHODS, fresh, hooks, resolve_policy, sandbox
+from ..policies import ALL_METHODS, fresh, sandbox
 from ..results.schema import COST_SCHEMA, INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication

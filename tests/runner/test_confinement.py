@@ -125,3 +125,22 @@ def test_without_confinement_user_policies_need_trust(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="--trust-policy-code"):
         runner.run_study(plan, tmp_path, progress=False, log=quiet)
     assert not any(tmp_path.iterdir())
+
+
+def test_trust_policy_code_runs_without_the_kernel_and_says_so(monkeypatch):
+    """Where the kernel cannot confine, a replication of a user policy is refused, named, unless
+    trusted; trusted, it runs through the same channel (audit hooks only)."""
+    from study.simulation.replication import run_replication
+
+    monkeypatch.setattr(confine, "status", lambda: {"available": False, "reason": "no Landlock (test)",
+                                                    "landlock_abi": None, "seccomp": None})
+    refused = sandbox.ConfinedFactory("evilpol.kernel:Clean")
+    with pytest.raises(sandbox.PolicyProcessError, match="ConfinementUnavailable.*--trust-policy-code"):
+        run_replication("A", "evilpol.kernel:Clean", 3, T=20, T0=8, policy=refused)
+    trusted = sandbox.ConfinedFactory("evilpol.kernel:Clean", trust=True)
+    try:
+        got = run_replication("A", "evilpol.kernel:Clean", 3, T=20, T0=8, policy=trusted)
+    finally:
+        trusted.close()
+    want = run_replication("A", "RB", 3, T=20, T0=8)
+    assert np.array_equal(got.trajectory["major"], want.trajectory["major"])
