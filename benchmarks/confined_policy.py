@@ -49,6 +49,30 @@ def _batch(method, reps, overrides):
     return time.perf_counter() - start, result["trajectory"].to_pandas()
 
 
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used, from /proc."""
+    import os
+    fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(method, reps, overrides) -> float:
+    """CPU seconds a replication costs: this process's (the loop) plus, for a user policy, its
+    confined process's (read from /proc before it is ended): free of the machine's load."""
+    from study.policies.sandbox import ConfinedFactory
+    from study.simulation.replication import run_replication
+    total = 0.0
+    for r in range(reps):
+        factory = None if method == "RB" else ConfinedFactory(method)
+        start = time.process_time()
+        run_replication("A", method, 1000 + r, policy=factory, **overrides)
+        total += time.process_time() - start
+        if factory is not None:
+            total += sum(_cpu_of(p.pid) for p in factory.processes)
+            factory.close()
+    return total / reps
+
+
 def _in_process(factory, reps, overrides) -> float:
     from study.simulation.replication import run_replication
     start = time.perf_counter()
@@ -73,10 +97,13 @@ def main(argv=None) -> None:
     echo, _ = _batch(user.replace(":RBRule", ":Echo"), args.reps, overrides)
     plain = _in_process(Echo, args.reps, overrides)  # the same policy, called in the worker's process
     steps = args.reps * args.T
+    cpu_builtin, cpu_confined = _cpu("RB", args.reps, overrides), _cpu(user, args.reps, overrides)
     print(f"Setting A, T={args.T}, {args.reps} replications (same numbers: checked)")
     print(f"  built-in RB in the worker:        {builtin / args.reps:8.3f} s a replication")
     print(f"  RB's rule as a confined policy:   {confined / args.reps:8.3f} s a replication "
           f"(x{confined / builtin:.2f})")
+    print(f"  CPU a replication (loop + policy process): built-in {cpu_builtin:.3f} s, confined "
+          f"{cpu_confined:.3f} s (x{cpu_confined / cpu_builtin:.2f})")
     print(f"  channel round trip per step:      {1e6 * max(echo - plain, 0.0) / steps:8.1f} us "
           "(random edges, confined vs in the worker's process; a fork per replication included)")
 
