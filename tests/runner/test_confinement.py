@@ -144,3 +144,34 @@ def test_trust_policy_code_runs_without_the_kernel_and_says_so(monkeypatch):
         trusted.close()
     want = run_replication("A", "RB", 3, T=20, T0=8)
     assert np.array_equal(got.trajectory["major"], want.trajectory["major"])
+
+
+def test_the_command_line_records_the_confinement(ray_session, tmp_path):
+    """``jobs/regret.py``'s entry point: a user policy beside RB, with and without
+    --trust-policy-code (accepted where the kernel confines too), recorded per run."""
+    from study import cli
+
+    args = ["--out", str(tmp_path), "--reps", "1", "--settings", "A", "--methods", "RB", "evilpol.kernel:Clean",
+            "--set", "T=20", "--set", "T0=8", "--no-progress"]
+    assert cli.main("regret", args) == 0
+    assert cli.main("regret", [*args, "--reps", "2", "--trust-policy-code"]) == 0
+    runs = storage.read_manifest(tmp_path, "regret")["runs"]
+    assert [r["user_code"]["confinement"]["trust_policy_code"] for r in runs] == [False, True]
+    assert all(r["user_code"]["confinement"]["kernel"] for r in runs)
+
+
+def test_a_confined_check_answering_a_pickle_is_refused():
+    """The fresh processes that ran user code (check_policy's) answer in JSON: a pickle there is
+    refused, unread."""
+    import os
+    import pickle
+
+    from study.policies import fresh
+
+    read, write = os.pipe()
+    data = pickle.dumps([("ok", {"results": []})])
+    os.write(write, fresh._HEADER.pack(len(data)) + data)
+    os.close(write)
+    with pytest.raises(ValueError, match="not JSON"):
+        fresh._read(read, as_json=True)
+    os.close(read)
