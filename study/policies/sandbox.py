@@ -102,13 +102,34 @@ def _send_down(fd: int, kind: bytes, obj) -> None:
     _write_all(fd, _DOWN.pack(kind, len(data)) + data)
 
 
-def _read_down(fd: int):
+class _Buffered:
+    """Reads from a pipe through a buffer: a message's header and body in one system call where
+    they arrived together (fewer calls per step)."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buffer = fd, b""
+
+    def read(self, n: int, deadline=None) -> bytes | None:
+        while len(self.buffer) < n:
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
+                    raise TimeoutError
+            chunk = os.read(self.fd, max(n - len(self.buffer), 1 << 16))
+            if not chunk:
+                return None
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+
+def _read_down(reader: _Buffered):
     """In the policy's process: (kind, object) from the trusted side, or (None, None) at its end."""
-    header = _read_exactly(fd, _DOWN.size)
+    header = reader.read(_DOWN.size)
     if header is None:
         return None, None
     kind, n = _DOWN.unpack(header)
-    data = _read_exactly(fd, n)
+    data = reader.read(n)
     return (None, None) if data is None else (kind, pickle.loads(data))
 
 
@@ -129,7 +150,7 @@ class _Child:
     """The loop of a confined policy process: build the policy, answer each step."""
 
     def __init__(self, job: dict, down: int, up: int):
-        self.job, self.down, self.up = job, down, up
+        self.job, self.down, self.up = job, _Buffered(down), up
         self.step = self.graph = self.rng = None
 
     def run(self) -> None:
@@ -384,6 +405,7 @@ class _Process:
                 while _SERVER:
                     _SERVER.pop().close()
                 self.pid, self.pidfd, self.down, self.up = _server().start(job)
+        self.reader = _Buffered(self.up)
         kind = self.kind()
         if kind != b"R":
             self.unexpected(kind, "R")
@@ -398,7 +420,7 @@ class _Process:
 
     def read(self, n: int) -> bytes:
         try:
-            data = _read_exactly(self.up, n, self.deadline)
+            data = self.reader.read(n, self.deadline)
         except TimeoutError:
             raise self.fail(PolicyTimeout, f"no answer within the time limit of {self.owner.seconds:g} s; its "
                                            "process was ended") from None

@@ -110,6 +110,7 @@ def test_the_channel_refuses_anything_but_its_format():
         process = sandbox._Process.__new__(sandbox._Process)
         process.owner = sandbox.ConfinedFactory("crafted")
         process.up, process.down, process.pidfd, process.deadline = read, None, None, None
+        process.reader = sandbox._Buffered(read)
         process.scratch = confine.scratch_dir()
         policy = sandbox.RemotePolicy(process, False)
         policy._first = False
