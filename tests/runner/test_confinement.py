@@ -176,3 +176,21 @@ def test_a_confined_check_answering_a_pickle_is_refused():
     with pytest.raises(ValueError, match="not JSON"):
         fresh._read(read, as_json=True)
     os.close(read)
+
+
+def test_every_message_of_the_channel_gives_the_in_process_run():
+    """A policy that asks for the debiased estimate in select and update, draws from its generator
+    and keeps state from update: confined, its replication equals the same policy in process."""
+    from evilpol.kernel import AsksAndUpdates
+
+    from study.simulation.replication import run_replication
+
+    factory = sandbox.ConfinedFactory("evilpol.kernel:AsksAndUpdates")
+    try:
+        got = run_replication("A", "asks", 3, T=80, T0=24, policy=factory)
+    finally:
+        factory.close()
+    want = run_replication("A", "asks", 3, T=80, T0=24, policy=AsksAndUpdates)
+    for column in ("major", "other", "explored", "regret", "rel_error"):
+        assert np.array_equal(got.trajectory[column], want.trajectory[column], equal_nan=True), column
+    assert np.asarray(got.trajectory["explored"]).any()

@@ -171,5 +171,24 @@ class Clean:
         return self.inner.select(step)
 
 
-__all__ = ["Clean", "OpensSockets", "ReadsOutputs", "SeeksTheTruth", "SendsAPickle", "StartsProcesses",
+class AsksAndUpdates:
+    """Asks for the debiased estimate every step (in select and in update), draws from its
+    generator, and keeps what update tells it: every message of the channel."""
+
+    def __init__(self, setting):
+        self.wins = 0
+
+    def select(self, step):
+        db = step.debiased()
+        scores = db.theta_d @ step.x if db.available else step.theta @ step.x
+        scores = scores + 1e-3 * step.rng.standard_normal(len(scores)) + 1e-6 * self.wins
+        major = argmax_playable(step, scores)
+        return Choice(major, uniform_neighbour(step, major), bool(step.t % 2))
+
+    def update(self, step, choice, wins):
+        step.debiased()
+        self.wins += int(wins)
+
+
+__all__ = ["AsksAndUpdates", "Clean", "OpensSockets", "ReadsOutputs", "SeeksTheTruth", "SendsAPickle", "StartsProcesses",
            "WritesNatively", "random_edge"]
