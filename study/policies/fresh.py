@@ -100,7 +100,7 @@ def _read(fd: int, deadline=None, as_json: bool = False):
 
 # --- the server (runs as ``python -m study.policies.fresh``) --------------------------------------
 
-def _confine_here(confined: dict) -> None:
+def _confine_here(confined: dict, path) -> None:
     """Confine this child by the kernel (:mod:`study.policies.confine`) before any user code is
     unpickled, where the machine can; its scratch directory is its working directory."""
     if _CONFINED:
@@ -108,7 +108,7 @@ def _confine_here(confined: dict) -> None:
     from . import confine
     os.chdir(confined["scratch"])
     if confine.status()["available"]:
-        confine.confine(confined["scratch"], frozenset(confined["needs"]), confined["hidden"])
+        confine.confine(confined["scratch"], frozenset(confined["needs"]), confined["hidden"], extra_reads=path)
     _CONFINED.append(True)
 
 
@@ -117,7 +117,7 @@ def _outcome(job):
     path, data, loader, run, args, confined = job
     try:
         if confined is not None:
-            _confine_here(confined)
+            _confine_here(confined, path)
         sys.path[:] = path
         factory = __import__(loader, fromlist=["loads"]).loads(data)
         return ("ok", run(factory, *args))

@@ -159,7 +159,7 @@ class _Child:
         needs = frozenset(job["needs"])
         if job["confine"]:
             try:
-                confine.confine(job["scratch"], needs, job["hidden"])
+                confine.confine(job["scratch"], needs, job["hidden"], extra_reads=job["path"])  # the asker's path
             except Exception as exc:  # noqa: BLE001 -- reported, nothing of the policy has run
                 _send_text(self.up, f"ConfinementUnavailable: {exc}")
                 return

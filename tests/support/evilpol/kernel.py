@@ -190,5 +190,5 @@ class AsksAndUpdates:
         self.wins += int(wins)
 
 
-__all__ = ["AsksAndUpdates", "Clean", "OpensSockets", "ReadsOutputs", "SeeksTheTruth", "SendsAPickle", "StartsProcesses",
-           "WritesNatively", "random_edge"]
+__all__ = ["AsksAndUpdates", "Clean", "OpensSockets", "ReadsOutputs", "SeeksTheTruth", "SendsAPickle",
+           "StartsProcesses", "WritesNatively", "random_edge"]
