@@ -206,18 +206,18 @@ def build_parser(study: str) -> argparse.ArgumentParser:
     if study in ("msweep", "paper"):
         parser.add_argument("--m-values", nargs="+", type=_positive_int, metavar="M",
                             help="M-sweep grid for every setting (default: A: 1 10 20 30, B: 20 50 80)")
-    parser.add_argument("--address", metavar="ADDR",
-                        help="Ray cluster to join: 'auto', 'HOST:PORT' or 'ray://HOST:PORT' "
-                             "(default: RAY_ADDRESS if set, else an embedded local Ray)")
+    parser.add_argument("--address", metavar="ADDR", help="Ray cluster to join: 'auto', 'HOST:PORT' or "
+                        "'ray://HOST:PORT' (default: RAY_ADDRESS if set, else an embedded local Ray)")
     parser.add_argument("--py-modules", nargs="+", metavar="DIR",
                         help="packages (directories, or .whl files) to ship to the Ray workers, so that a policy "
                              "of your own (--methods mypkg.module:Name) imports there; needed with --address when "
                              "the workers do not have it installed (docs/cluster.md)")
     parser.add_argument("--num-cpus", type=_positive_int, metavar="K",
                         help="CPUs of the embedded local Ray (default: all)")
-    parser.add_argument("--fresh", action="store_true",
-                        help="discard this study's stored results in --out before running "
-                             "(otherwise a rerun resumes, computing only missing replications)")
+    parser.add_argument("--trust-policy-code", action="store_true", help="run user policies where the kernel "
+                        "cannot confine them: audit hooks only; recorded in the manifest (docs/baselines.md)")
+    parser.add_argument("--fresh", action="store_true", help="discard this study's stored results in --out before "
+                        "running (otherwise a rerun resumes, computing only missing replications)")
     parser.add_argument("--batch-size", type=_positive_int, metavar="B",
                         help="replications per Ray task (default: automatic; never changes results)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
@@ -271,8 +271,8 @@ def _check_out(parser, args):
 
 
 def _runtime_env(args):
-    """The Ray runtime environment asked for on the command line (None: Ray's default), with the
-    pin's variables for every worker when the pin is in effect (:mod:`study.runner.numerics`)."""
+    """The Ray runtime environment of the command line (None: Ray's default), with the pin's
+    variables for every worker when the pin is in effect (:mod:`study.runner.numerics`)."""
     modules, pin = getattr(args, "py_modules", None), numerics.worker_environment()
     env = {"py_modules": [str(Path(m).expanduser().resolve()) for m in modules]} if modules else {}
     return {**env, "env_vars": pin} if pin else (env or None)
@@ -366,7 +366,8 @@ def _run_plans(plans, args, replicate=None) -> int:
         try:
             options = RunOptions(address=args.address, num_cpus=args.num_cpus, fresh=args.fresh,
                                  replicate=replicate, batch_size=args.batch_size, progress=not args.no_progress,
-                                 init_timeout=INIT_TIMEOUT, runtime_env=_runtime_env(args))
+                                 init_timeout=INIT_TIMEOUT, runtime_env=_runtime_env(args),
+                                 trust_policy_code=getattr(args, "trust_policy_code", False))
             report = run_study(plan, args.out, options)
         except (ConfigMismatch, StorageError, ValueError) as exc:  # StorageError: damaged, locked
             print(f"error: {exc}", file=sys.stderr)

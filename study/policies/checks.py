@@ -57,6 +57,12 @@ so that the failures name the cause; the scenarios (``valid_before_phi``, ``vali
 choice, a write, a global generator, a refused call) fails the check named for it as well as the
 scenario's own.  ``shared_state`` is skipped for a factory that cannot be
 pickled (``picklable`` fails).
+
+*Confinement.*  A user policy's checks run in a process of their own, confined by the kernel as a
+study's user policies are (:mod:`study.policies.confine`: writes only to a private scratch
+directory, no processes, no sockets), and what comes back is JSON of the results (never a pickle);
+the report says which confinement applied (:attr:`PolicyCheckReport.confinement`).  A built-in
+method, and a factory that cannot be pickled, are checked in the calling process.
 """
 from __future__ import annotations
 
@@ -68,9 +74,9 @@ import numpy as np
 
 from ..simulation.replication import run_replication
 from ..simulation.settings import WARMUPS, Setting
-from . import fresh, hooks
+from . import confine, fresh, hooks
 from .guard import Record, build
-from .registry import resolve_policy
+from .registry import ALL_METHODS, resolve_policy
 
 CHECKS = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "deterministic",
           "different_draws", "shared_state", "valid_before_phi", "valid_with_phi", "disconnected_graph", "picklable",
@@ -119,11 +125,15 @@ class PolicyCheckReport:
         One per check of :data:`CHECKS`.
     seconds : float
         Wall time of the whole suite.
+    confinement : str
+        Where the checks ran: a process confined by the kernel (which Landlock ABI, which
+        libseccomp), a process of their own without it, or this process (and why).
     """
 
     policy: str
     results: tuple
     seconds: float
+    confinement: str = ""
 
     @property
     def failed(self) -> list:
@@ -145,7 +155,7 @@ class PolicyCheckReport:
         lines = [f"check_policy({self.policy}): {sum(r.status == 'passed' for r in self.results)} of "
                  f"{len(self.results)} checks passed ({self.seconds:.2f} s)"]
         lines += [f"  {r.status:<7} {r.name}" + (f": {r.detail}" if r.detail else "") for r in self.results]
-        return "\n".join(lines)
+        return "\n".join(lines + ([f"  confinement: {self.confinement}"] if self.confinement else []))
 
 
 class PolicyCheckError(AssertionError):
@@ -209,6 +219,7 @@ class _Suite:
         self.label = label or name
         self.seeds = (seed, seed + 1)
         self.results, self.phi_runs, self.fresh = {}, {}, None
+        self.deferred = False  # in a confined process: shared_state's fresh runs are the caller's
 
     def run(self, setting, record, factory=None, guarded=True, seed=None, **overrides):
         return _run(setting, self.name, self.seed if seed is None else seed, self.factory if factory is None else factory,
@@ -330,6 +341,8 @@ class _Suite:
     def start_fresh(self):
         """Send the two seeds of the 120-step run to fresh processes (collected by
         :meth:`_shared_state`; they run while this process runs the other checks)."""
+        if self.deferred:
+            return
         try:
             packed = fresh.dumps(self.factory)
         except Exception as exc:  # noqa: BLE001
@@ -341,8 +354,10 @@ class _Suite:
     def _shared_state(self):
         """Each seed of the 120-step run in a fresh process against its runs here: the first seed's
         run after the second's, the second's after the first's."""
+        if self.deferred:
+            return
         pending, self.fresh = self.fresh, None
-        outcomes = pending.outcomes() if isinstance(pending, fresh.FreshRuns) else None
+        outcomes = pending.outcomes() if hasattr(pending, "outcomes") else None
         here = {self.seeds[0]: self.phi_runs.get("again"), self.seeds[1]: self.phi_runs.get(self.seeds[1])}
         if outcomes is None or any(v is None for v in here.values()):
             reason = pending if isinstance(pending, str) else ("skipped: the 120-step runs of valid_with_phi and "
@@ -434,12 +449,81 @@ def check_policy(factory, *, name: str = "checked-policy", seed: int = 3, time_l
     label = getattr(factory, "__qualname__", None) or repr(factory)
     start = time.perf_counter()
     suite = _Suite(factory, name, int(seed), float(time_limit), label=label)
-    suite.execute()
+    where = _confined_checks(suite) if name not in ALL_METHODS else "none: a built-in method, checked in this process"
+    if where.startswith("none"):
+        suite.execute()
     report = PolicyCheckReport(policy=label, results=tuple(suite.results[c] for c in CHECKS),
-                               seconds=time.perf_counter() - start)
+                               seconds=time.perf_counter() - start, confinement=where)
     if raise_on_failure and report.failed:
         raise PolicyCheckError(report)
     return report
+
+
+def _in_confinement(factory, kind, name, seed, time_limit, label):
+    """In a confined process: the suite but ``shared_state`` (``kind="suite"``) or one of its fresh
+    runs (``"fresh"``), as plain data (JSON crosses back, never a pickle)."""
+    if kind == "fresh":
+        return fresh_trajectory(factory, name, seed, label)
+    suite = _Suite(factory, name, seed, time_limit, label=label)
+    suite.deferred = True
+    suite.execute()
+    return {"results": [[r.name, r.status, r.detail] for r in suite.results.values()],
+            "again": suite.phi_runs.get("again"), "second": suite.phi_runs.get(seed + 1)}
+
+
+def _trajectory_of(value):
+    """A trajectory (three lists of ints and bools) from a confined process's JSON, else None."""
+    if (isinstance(value, list) and len(value) == 3 and all(isinstance(c, list) for c in value)
+            and all(isinstance(v, (int, bool)) for c in value for v in c)):
+        return tuple(value)
+    return None
+
+
+class _Outcomes:
+    def __init__(self, outcomes):
+        self.result = [(status, _trajectory_of(value) if status == "ok" else value) for status, value in outcomes]
+
+    def outcomes(self):
+        return self.result
+
+
+def _confined_checks(suite) -> str:
+    """Run ``suite`` in a confined process (its fresh runs in two more); its results put into
+    ``suite.results``.  Returns the confinement that applied, or ``"none: ..."`` (then nothing
+    ran: the caller runs the suite here)."""
+    try:
+        packed = fresh.dumps(suite.factory)
+    except Exception as exc:  # noqa: BLE001
+        return f"none: the factory cannot be pickled for a confined process ({type(exc).__name__}); checked here"
+    needs = sorted(hooks.needs_of(suite.factory))
+    jobs = [("suite", suite.name, suite.seed, suite.time_limit, suite.label)]
+    jobs += [("fresh", suite.name, s, None, suite.label) for s in suite.seeds]
+    runs = fresh.FreshRuns(packed, _in_confinement, jobs, _FRESH_SECONDS + 40 * suite.time_limit,
+                           confined={"needs": needs, "hidden": []})
+    (status, value), *others = runs.outcomes()
+    rows = value.get("results") if status == "ok" and isinstance(value, dict) else None
+    if not (isinstance(rows, list) and all(isinstance(r, list) and len(r) == 3 and r[0] in CHECKS and
+                                           r[1] in ("passed", "failed", "skipped") and isinstance(r[2], str)
+                                           for r in rows)):
+        detail = value if status != "ok" else "its answer was not the results' format"
+        suite.results = {"runs": CheckResult("runs", "failed", f"the confined process of the checks failed: {detail}")}
+        for check in CHECKS[1:]:
+            suite.results[check] = CheckResult(check, "skipped", "skipped: the confined process of the checks failed")
+        return _where(needs)
+    suite.results = {name: CheckResult(name, status_, detail) for name, status_, detail in rows}
+    suite.phi_runs = {"again": _trajectory_of(value.get("again")), suite.seeds[1]: _trajectory_of(value.get("second"))}
+    suite.fresh = _Outcomes(others)
+    suite._shared_state()
+    return _where(needs)
+
+
+def _where(needs) -> str:
+    kernel = confine.status()
+    if not kernel["available"]:
+        return f"a process of their own, not confined by the kernel ({kernel['reason']}): audit hooks only"
+    lifted = f"; its declared needs {needs} lift the matching rules" if needs else ""
+    return (f"a process confined by the kernel (Landlock ABI {kernel['landlock_abi']}, seccomp through libseccomp "
+            f"{kernel['seccomp']}){lifted}")
 
 
 __all__ = ["CHECKS", "CheckResult", "PolicyCheckError", "PolicyCheckReport", "check_policy"]

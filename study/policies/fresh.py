@@ -1,9 +1,14 @@
-"""Work run in fresh processes that can be ended: the ``shared_state`` check of
-:func:`study.check_policy` (a policy that keeps state across replications -- a module-level cache,
-a class attribute -- gives a replication that depends on what ran before it in the same worker,
-which a fresh process shows), and the hard stop of a replication that outlives its setting's
-``time_limit`` (:mod:`study.runner.worker`: the replication's process is ended, whatever the
-policy catches).
+"""Work run in fresh processes that can be ended: the checks of :func:`study.check_policy` on a
+user policy (confined by the kernel, :mod:`study.policies.confine`; its ``shared_state`` check
+needs fresh processes: a policy that keeps state across replications -- a module-level cache, a
+class attribute -- gives a replication that depends on what ran before it in the same worker,
+which a fresh process shows), and the hard stop of a built-in method's replication that outlives
+its setting's ``time_limit`` (:mod:`study.runner.worker`; a user policy's replications run through
+:mod:`study.policies.sandbox` instead).
+
+A job that runs user code (``confined``) is confined in its child before its factory is
+unpickled, and its child answers in JSON of plain data, relayed as JSON: neither the server nor
+the asking process unpickles anything such a child sends.
 
 A fresh process is forked from a small server process started once per process that asks
 (``python -m study.policies.fresh``): it imports :mod:`study` and never runs user code itself, so
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import json
 import os
 import pickle
 import select
@@ -32,6 +38,8 @@ from pathlib import Path
 
 PRELOAD = "study.policies.checks"
 _HEADER = struct.Struct("<Q")
+_JSON_MAX = 1 << 26  # the largest answer a confined child may send (64 MiB of JSON)
+_CONFINED: list = []  # in a child: the confinement applied (once per process)
 _LOCK = threading.Lock()
 _SERVER: list = []
 
@@ -47,8 +55,8 @@ def dumps(factory) -> tuple:
     return pickle.dumps(factory), "pickle"
 
 
-def _write(fd: int, obj) -> None:
-    data = pickle.dumps(obj)
+def _write(fd: int, obj, as_json: bool = False) -> None:
+    data = json.dumps(obj, allow_nan=True).encode() if as_json else pickle.dumps(obj)
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
         view = view[os.write(fd, view):]
@@ -69,21 +77,47 @@ def _read_exactly(fd: int, n: int, deadline) -> bytes | None:
     return b"".join(chunks)
 
 
-def _read(fd: int, deadline=None):
-    """One message from ``fd``; None at end of file; TimeoutError after ``deadline``."""
+def _read(fd: int, deadline=None, as_json: bool = False):
+    """One message from ``fd``; None at end of file; TimeoutError after ``deadline``.  ``as_json``
+    (what a child that ran user code sends): JSON of plain data, never unpickled; anything else
+    (not JSON, over 64 MiB) raises ValueError."""
     header = _read_exactly(fd, _HEADER.size, deadline)
     if header is None:
         return None
-    data = _read_exactly(fd, _HEADER.unpack(header)[0], deadline)
-    return None if data is None else pickle.loads(data)
+    size = _HEADER.unpack(header)[0]
+    if as_json and size > _JSON_MAX:
+        raise ValueError(f"a message of {size} bytes from a confined process (at most {_JSON_MAX})")
+    data = _read_exactly(fd, size, deadline)
+    if data is None:
+        return None
+    if not as_json:
+        return pickle.loads(data)  # from a process that ran no user code
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError("a message from a confined process that is not JSON") from None
 
 
 # --- the server (runs as ``python -m study.policies.fresh``) --------------------------------------
 
+def _confine_here(confined: dict, path) -> None:
+    """Confine this child by the kernel (:mod:`study.policies.confine`) before any user code is
+    unpickled, where the machine can; its scratch directory is its working directory."""
+    if _CONFINED:
+        return
+    from . import confine
+    os.chdir(confined["scratch"])
+    if confine.status()["available"]:
+        confine.confine(confined["scratch"], frozenset(confined["needs"]), confined["hidden"], extra_reads=path)
+    _CONFINED.append(True)
+
+
 def _outcome(job):
     """Rebuild the factory and run the job: ("ok", value) or ("error", message)."""
-    path, data, loader, run, args = job
+    path, data, loader, run, args, confined = job
     try:
+        if confined is not None:
+            _confine_here(confined, path)
         sys.path[:] = path
         factory = __import__(loader, fromlist=["loads"]).loads(data)
         return ("ok", run(factory, *args))
@@ -110,24 +144,27 @@ def _fork(work, protocol: tuple) -> tuple:
     return pid, read_fd
 
 
-def _send(fd: int, message) -> None:
+def _send(fd: int, message, as_json: bool = False) -> None:
     try:
-        _write(fd, message)
-    except Exception:  # noqa: BLE001 -- a value that does not pickle
-        _write(fd, message[:-1] + (("error", "the fresh process's result could not be sent back"),))
+        _write(fd, message, as_json)
+    except Exception:  # noqa: BLE001 -- a value that does not pickle (or is not plain data)
+        _write(fd, message[:-1] + (("error", "the fresh process's result could not be sent back"),), as_json)
 
 
 def _serve_each(jobs, timeout: float, protocol: tuple) -> list:
     """Each job in a forked child of its own, all at once (each killed after ``timeout`` seconds)."""
-    started = [_fork(lambda fd, job=job: _send(fd, (_outcome(job),)), protocol) for job in jobs]
+    started = [_fork(lambda fd, job=job: _send(fd, (_outcome(job),), job[5] is not None), protocol) for job in jobs]
     deadline, outcomes = time.monotonic() + timeout, []
-    for pid, read_fd in started:
+    for (pid, read_fd), job in zip(started, jobs):
         try:
-            message = _read(read_fd, deadline)
-            outcome = None if message is None else message[0]
+            message = _read(read_fd, deadline, as_json=job[5] is not None)
+            outcome = None if message is None else _checked_outcome(message)
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
             outcome = ("timeout", f"the run did not finish within {timeout:g} s in a fresh process, which was ended")
+        except ValueError as exc:  # a confined child's message outside the format
+            os.kill(pid, signal.SIGKILL)
+            outcome = ("error", f"ChannelError: {exc}")
         finally:
             os.close(read_fd)
         _, status = os.waitpid(pid, 0)
@@ -135,6 +172,14 @@ def _serve_each(jobs, timeout: float, protocol: tuple) -> list:
             outcome = ("crashed", f"the fresh process ended without a result ({_how(status)})")
         outcomes.append(outcome)
     return outcomes
+
+
+def _checked_outcome(message):
+    """The outcome of a message [(status, value)]: status a known string, else ValueError."""
+    if not isinstance(message, (list, tuple)) or len(message) != 1 or not isinstance(message[0], (list, tuple)) \
+            or len(message[0]) != 2 or message[0][0] not in ("ok", "error"):
+        raise ValueError("a message from a fresh process that is not [(status, value)]")
+    return tuple(message[0])
 
 
 def _run_in_order(jobs, first: int, fd: int) -> None:
@@ -214,10 +259,11 @@ def serve() -> None:
                 __import__(loader)  # the factory's loader: imported once here, inherited by every child
             except ImportError:
                 pass
+        as_json = any(job[5] is not None for job in jobs)  # the asker never unpickles what user code touched
         if not hasattr(os, "fork"):  # a server per request (FreshRuns): this process is fresh
-            _write(answers, [_outcome(job) for job in jobs])
+            _write(answers, [_outcome(job) for job in jobs], as_json)
         elif mode == "each":
-            _write(answers, _serve_each(jobs, timeout, (commands, answers)))
+            _write(answers, _serve_each(jobs, timeout, (commands, answers)), as_json)
         else:
             _write(answers, _serve_in_order(jobs, timeout, (commands, answers), max_crashes))
 
@@ -235,10 +281,15 @@ class _Server:
     def send(self, mode: str, jobs: list, timeout, max_crashes=None) -> None:
         _write(self.commands, (mode, jobs, timeout, max_crashes))
 
-    def receive(self, n: int, timeout) -> list:
+    def receive(self, n: int, timeout, as_json: bool = False) -> list:
         try:  # in order, each job may take the timeout; then the server's start and the forks
-            answer = _read(self.answers, None if timeout is None else time.monotonic() + n * timeout + 60.0)
-        except TimeoutError:
+            answer = _read(self.answers, None if timeout is None else time.monotonic() + n * timeout + 60.0, as_json)
+            if as_json:
+                answer = [_checked_outcome([o]) if not (isinstance(o, list) and o and o[0] in ("timeout", "crashed"))
+                          else tuple(o) for o in answer]
+                if len(answer) != n:
+                    raise ValueError("an answer of the wrong length")
+        except (TimeoutError, ValueError, TypeError):
             answer = None
         if answer is None:
             self.close()
@@ -274,9 +325,18 @@ class FreshRuns:
     a job runs ``timeout`` seconds (None: no limit; the next ones go on in a new process).  ``run``
     must be importable by name."""
 
-    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout, in_order: bool = False, max_crashes=None):
+    def __init__(self, factory_bytes: tuple, run, jobs: list, timeout, in_order: bool = False, max_crashes=None,
+                 confined=None):
         data, loader = factory_bytes
-        self.jobs = [(list(sys.path), data, loader, run, tuple(args)) for args in jobs]
+        if confined is not None and in_order:
+            raise ValueError("confined jobs run each in a process of its own (in_order=False)")
+        self.scratch, self.confined = [], confined is not None
+        if confined is not None:  # one private scratch directory per job, removed by outcomes()
+            import tempfile
+            self.scratch = [tempfile.mkdtemp(prefix="study-check-") for _ in jobs]
+        self.jobs = [(list(sys.path), data, loader, run, tuple(args),
+                      None if confined is None else {**confined, "scratch": scratch})
+                     for args, scratch in zip(jobs, self.scratch or [None] * len(jobs))]
         self.mode = "in_order" if in_order else "each"
         self.timeout, self.server, self.result, self.max_crashes = timeout, None, None, max_crashes
         _LOCK.acquire()  # one asker at a time: released by outcomes()
@@ -301,13 +361,13 @@ class FreshRuns:
             return self.result
         try:
             if self.server is not None:
-                result = self.server.receive(len(self.jobs), self.timeout)
+                result = self.server.receive(len(self.jobs), self.timeout, self.confined)
             else:  # no fork: a server (a fresh interpreter) per job
                 result = []
                 for job in self.jobs:
                     server = _Server()
                     server.send(self.mode, [job], self.timeout, self.max_crashes)
-                    result += server.receive(1, self.timeout)
+                    result += server.receive(1, self.timeout, self.confined)
                     server.close()
         except BaseException:  # (Ctrl-C) an answer left unread: the next request gets a new server
             _close_server(kill=True)
@@ -315,6 +375,9 @@ class FreshRuns:
             raise
         finally:
             _LOCK.release()
+            import shutil
+            for scratch in self.scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
         self.result = result
         return result
 

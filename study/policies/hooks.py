@@ -18,6 +18,7 @@ frames      walking the interpreter's stack: ``sys._getframe`` (also through ``i
             ``traceback``), ``sys._current_frames``, a traceback's or generator's frame,
             ``sys.settrace``/``sys.setprofile``
 gc          ``gc.get_objects``, ``gc.get_referrers``, ``gc.get_referents``
+threads     (no audit event: the kernel refuses new threads in a confined policy process)
 ==========  ==================================================================================
 
 A policy that needs one declares it on its factory (the class, the function, a
@@ -34,7 +35,9 @@ inside ``step.debiased()`` is not.  For the stack walks only the direct caller c
 ``enum``, ``typing`` and ``logging`` call ``sys._getframe`` -- stay allowed.  The import system's
 own writes (bytecode caches) are not refused.
 
-*Limits.*  Audit hooks stop accidents and naive cheats, not a determined one: code that reaches
+*Limits.*  These hooks are the second line (clear messages for honest mistakes); the boundary is
+the kernel's confinement of the policy's process (:mod:`study.policies.confine`,
+:mod:`study.policies.sandbox`).  Audit hooks stop accidents and naive cheats, not a determined one: code that reaches
 memory through :mod:`ctypes` (or a C extension of its own) can read or change anything in its
 process, hooks included; and a hook sees only what CPython audits (reading files is allowed, and so
 are monkey-patches of modules, which is why a user policy's cells run in processes of their own).
@@ -54,6 +57,7 @@ NEEDS = {
     "sockets": "opening sockets",
     "frames": "walking the interpreter's stack",
     "gc": "walking the garbage collector's objects",
+    "threads": "starting threads",  # refused by the kernel only (study.policies.confine): no audit event
 }
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _FILE_EVENTS = {"os.rename", "os.remove", "os.rmdir", "os.mkdir", "os.symlink", "os.link", "os.chmod", "os.chown",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..policies import ALL_METHODS, resolve_policy
+from ..policies import ALL_METHODS, confine, resolve_policy
 from ..policies.hooks import needs_of
 from ..results import storage
 from ..results.storage import dataset_dirs
@@ -81,6 +81,10 @@ class RunOptions:
         policy's package reaches the workers of a cluster.
     log : callable, optional
         ``log(message)``; default: print to stderr.
+    trust_policy_code : bool
+        Run user policies where the kernel cannot confine their processes (no Landlock or
+        seccomp: another OS, an old kernel), with the audit hooks only; recorded in the manifest
+        (``user_code.confinement``).  Without it such a run is refused before any work.
     """
 
     address: str | None = None
@@ -99,6 +103,7 @@ class RunOptions:
     init_timeout: float | None = None
     log: Callable | None = None
     runtime_env: dict | None = None
+    trust_policy_code: bool = False
 
 
 @dataclass
@@ -202,6 +207,17 @@ class _StudyRun:
         self.user = user_policies(plan)
         self.user_record = {"policies": {m: {"needs": n} for m, n in self.user["needs"].items()},
                             "replicate_hook": _hook_name(options.replicate), "tainted_cells": []}
+        if self.user["needs"]:
+            kernel = confine.status()
+            if not kernel["available"] and not options.trust_policy_code:
+                raise ValueError(f"user policies {sorted(self.user['needs'])} cannot be confined by the kernel here "
+                                 f"({kernel['reason']}); rerun with --trust-policy-code (trust_policy_code=True) to "
+                                 "run them with the audit hooks only (recorded in the manifest)")
+            self.user["hidden"] = [str(Path(out).resolve())]
+            self.user["trust"] = bool(options.trust_policy_code)
+            self.user_record["confinement"] = {
+                "kernel": kernel["available"], "landlock_abi": kernel["landlock_abi"], "seccomp": kernel["seccomp"],
+                "trust_policy_code": bool(options.trust_policy_code)}
         if plan.factories:  # registered policies exist only in this process: ship them with the tasks
             replicate = WithFactories(dict(plan.factories), replicate)
         if replicate is None and any(c.base is not None for c in plan.cells):

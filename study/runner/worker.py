@@ -15,15 +15,17 @@ records it as failed (:func:`crash_message`).
 A replication is reproduced exactly by ``study.run_replication(setting, method, seed=row.seed,
 M=row.M, **overrides)`` with the overrides from the manifest.
 
-User code never shares a process with a built-in method's replications: a task of a user
-policy's cell runs its replications in a process of their own (forked from the same clean server
-as under a time limit), with the audit hook of :mod:`study.policies.hooks` installed before the
-policy is imported, and a registered factory travels as bytes that only that process unpickles.
-So nothing a policy does when imported or run (patching ``study.simulation.environment.expit``,
-say) reaches the Ray worker that computes the built-in methods.  Every task reports which of the
-study's user-policy modules its worker process has imported (none, by construction); the driver
-records it per run in the manifest (``user_code``), and only cells computed in clean processes
-are reused as identical (:mod:`study.runner.reuse`).
+User code never shares a process with the loop, the environment, the truth, the estimator or the
+storage: in a user policy's cell the loop runs here, and each replication's policy runs in a
+process of its own (:mod:`study.policies.sandbox`), forked from a policy server that never runs
+user code, confined by the kernel (Landlock and seccomp, :mod:`study.policies.confine`) and
+watched by the audit hook before the policy's factory is unpickled or its module imported; it is
+asked step by step through a channel that carries back only choices in a fixed format (never a
+pickle).  A policy that fails, crashes, refuses the channel's format or outlives the setting's
+``time_limit`` fails its replication, named, and nothing it did reaches this process.  Every task
+reports which of the study's user-policy modules its worker process has imported (none, by
+construction); the driver records it per run in the manifest (``user_code``), and only cells
+computed in clean processes are reused as identical (:mod:`study.runner.reuse`).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ import traceback
 import numpy as np
 import pyarrow as pa
 
-from ..policies import ALL_METHODS, fresh, hooks, resolve_policy
+from ..policies import ALL_METHODS, fresh, sandbox
 from ..results.schema import COST_SCHEMA, INTERVAL_SCHEMA, TRAJECTORY_SCHEMA
 from ..simulation.environment import BTLEnvironment
 from ..simulation.replication import run_environment_methods, run_replication
@@ -56,8 +58,8 @@ class WithFactories:
     """A replication function that builds registered policies from the factories shipped with the
     task (the registry of :func:`study.register_policy` lives in the driver's process only).  The
     factories travel pickled, as bytes (:func:`study.policies.fresh.dumps`), and are unpickled only
-    where a user policy's replication runs: unpickling one imports its module, which must not
-    happen in a worker that computes built-in methods."""
+    in a user policy's confined process (:mod:`study.policies.sandbox`): unpickling one imports
+    its module, which must not happen in a trusted process."""
 
     def __init__(self, factories: dict, base=None):
         self.factories, self.base = {m: fresh.dumps(f) for m, f in factories.items()}, base
@@ -230,46 +232,74 @@ def _replicate(study, cells, setting, rep, seed, replicate, record_intervals, li
                        for c in cells])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 -- recorded, the batch goes on
         error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, sandbox.PolicyProcessError):
+            return ("failed", exc.message, "")
         if isinstance(exc, SystemExit):
             error = f"SystemExit: the policy called sys.exit({exc.code!r}) during {label}"
         return ("failed", error, traceback.format_exc())
 
 
-_WATCH: list = []  # in a process that runs a user policy: its watch (installed once, before the policy is imported)
+def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, limit, label) -> tuple:
+    """:func:`_replicate` in a process of its own (run by :mod:`study.policies.fresh`: built-in
+    methods under a time limit)."""
+    return _replicate(study, cells, _setting_of(cells[0]), rep, seed, replicate, record_intervals, limit, label)
 
 
-def replicate_in_process(replicate, study, cells, rep, seed, record_intervals, limit, label, policy=None) -> tuple:
-    """:func:`_replicate` in a process of its own (run by :mod:`study.policies.fresh`); ``policy``
-    (method, needs) of a user policy: the audit hook watches it for the rest of the process, and a
-    refused call fails the replication even where the policy caught the refusal.  Needs None (a
-    batch run without the driver): the factory's own ``policy_needs``, the policy resolved (its
-    module imported) before the hook is installed."""
-    if policy is not None and not _WATCH:
-        method, needs = policy
-        if needs is None:
-            try:
-                needs = hooks.needs_of(replicate.factory(method) if isinstance(replicate, WithFactories)
-                                       and method in replicate.factories else resolve_policy(method))
-            except Exception:  # noqa: BLE001 -- the replication names the error when it resolves the policy
-                needs = ()
-        _WATCH.append(hooks.Watch(method, hooks.policy_roots(method.partition(":")[0] if ":" in method else None),
-                                  needs))
-        hooks.install_for_process(_WATCH[0])
-    refused = len(_WATCH[0].refusals) if _WATCH else 0
-    outcome = _replicate(study, cells, _setting_of(cells[0]), rep, seed, replicate, record_intervals, limit, label)
-    if _WATCH and len(_WATCH[0].refusals) > refused and outcome[0] == "ok":
-        return ("failed", f"PolicyRefused: {_WATCH[0].refusals[refused]} (the policy caught the refusal and went on; "
-                          "its result is not stored)", "")
-    return outcome
+def _takes_policy(hook) -> bool:
+    """Does ``hook`` accept a ``policy=`` keyword (the factory of the confined policy)?"""
+    import inspect
+    try:
+        params = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "policy" or p.kind is p.VAR_KEYWORD for p in params)
 
 
-def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labels, policy=None,
-              max_crashes=None) -> list:
+def _confined(study, cell, setting, reps_seeds, replicate, record_intervals, labels, user, max_crashes) -> list:
+    """The replications of a user policy's cell, the loop here (trusted: environment, truth,
+    estimator, storage) and the policy in a confined process of its own per replication
+    (:mod:`study.policies.sandbox`), asked step by step; after ``max_crashes`` replications whose
+    policy process ended without an answer, the rest are not run."""
+    method, limit = cell.method, getattr(setting, "time_limit", None)
+    factories = replicate.factories if isinstance(replicate, WithFactories) else {}
+    base = replicate.base if isinstance(replicate, WithFactories) else replicate
+    outcomes, crashes = [], 0
+    for (rep, seed), label in zip(reps_seeds, labels):
+        if max_crashes is not None and crashes >= max_crashes:
+            outcomes.append(("failed", f"NotRun: policy {method!r} crashed its process in {max_crashes} replications "
+                                       f"of setting {cell.setting} (M={cell.M}) already (see their failures), so the "
+                                       "rest of the task was not run; fix the policy and rerun the same command to "
+                                       "compute them", ""))
+            continue
+        factory = sandbox.ConfinedFactory(method, factories.get(method), user.get("needs", ()), user.get("hidden", ()),
+                                          user.get("trust", False), limit)
+
+        def run(s, m, sd, factory=factory):
+            if base is not None and not _takes_policy(base):  # a hook that builds no policy (a stand-in)
+                return base(s, m, sd)
+            return (base or run_replication)(s, m, sd, policy=factory)
+
+        try:
+            outcome = _replicate(study, (cell,), setting, rep, seed, run, record_intervals, None, label)
+        finally:
+            factory.close()
+        if outcome[0] == "failed" and outcome[1].startswith("PolicyCrashed"):
+            crashes += 1
+            outcome = ("failed", crash_message("WorkerCrashedError", cell, rep, seed,
+                                               cause="its policy's confined process ended without an answer (os._exit, "
+                                                     "a fatal signal, or the kernel's OOM killer)"), "")
+        elif outcome[0] == "failed" and outcome[1].startswith("PolicyTimeout"):
+            outcome = ("failed", f"ReplicationTimeout: {_timeout_message(label, limit)}; its process was ended", "")
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _isolated(study, cells, reps_seeds, replicate, record_intervals, limit, labels, max_crashes=None) -> list:
     """:func:`_replicate` of each (rep, seed), one after the other in a process of their own, which
     is ended :func:`grace` seconds after a replication's ``limit`` (None: no limit; the next ones go
     on in a new one, and after ``max_crashes`` replications that ended their process the rest are
-    not run); ``policy``: see :func:`replicate_in_process`."""
-    jobs = [(study, cells, rep, seed, record_intervals, limit, label, policy)
+    not run).  Built-in methods only: a user policy's cells run through :func:`_confined`."""
+    jobs = [(study, cells, rep, seed, record_intervals, limit, label)
             for (rep, seed), label in zip(reps_seeds, labels)]
     runs = fresh.FreshRuns(fresh.dumps(replicate), replicate_in_process, jobs,
                            None if limit is None else limit + grace(limit), in_order=True, max_crashes=max_crashes)
@@ -303,7 +333,9 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     """Run replications ``reps_seeds = [(rep, seed), ...]`` of one cell, in this process, or in a
     process of their own when the cell is a user policy's or the setting has a ``time_limit`` (the
     module docstring).  ``user``: ``{"needs": {method: [needs]}, "modules": [top-level module
-    names of the study's user policies]}``.
+    names of the study's user policies], "hidden": [paths a policy may not read: the study's
+    output directory], "trust": bool (``--trust-policy-code``: run user policies where the kernel
+    cannot confine them)}``.
 
     ``cell`` may also be a tuple of cells that differ only by method and share a prefix of their
     steps (:func:`study.runner.batching.cell_groups`), all run on each replication's one
@@ -319,14 +351,17 @@ def run_batch(study: str, cell, reps_seeds, replicate=None, record_intervals=Tru
     methods = "/".join(c.method for c in cells)
     labels = [f"replication rep={rep} (seed {seed}) of {methods} in setting {cells[0].setting}" for rep, seed in reps_seeds]
     own = [c.method for c in cells if c.method not in ALL_METHODS]
-    needs = (user or {}).get("needs", {}).get(own[0]) if own else None
-    policy = (own[0], None if needs is None else tuple(needs)) if own else None
-    if limit is None and policy is None:
+    if own:  # a user policy's cell (never grouped with another): the policy in a confined process
+        user = dict(user or {})
+        user["needs"] = tuple((user.get("needs") or {}).get(own[0], ()))
+        outcomes = _confined(study, cells[0], setting, reps_seeds, replicate, record_intervals, labels, user,
+                             CRASHES_PER_CELL)
+    elif limit is None:
         outcomes = (_replicate(study, cells, setting, rep, seed, replicate, record_intervals, None, label)
                     for (rep, seed), label in zip(reps_seeds, labels))
     else:
-        outcomes = _isolated(study, cells, reps_seeds, replicate, record_intervals,
-                             None if limit is None else limit * len(cells), labels, policy, CRASHES_PER_CELL)
+        outcomes = _isolated(study, cells, reps_seeds, replicate, record_intervals, limit * len(cells), labels,
+                             CRASHES_PER_CELL)
     for (rep, seed), outcome in zip(reps_seeds, outcomes):
         if outcome[0] != "ok":
             _, error, tb = outcome

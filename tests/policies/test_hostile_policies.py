@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import study
-from study.policies import argmax_playable, uniform_neighbour
+from study.policies import argmax_playable, confine, uniform_neighbour
 from study.policies.hooks import PolicyRefused, Watch, needs_of, watching
 from test_check_policy import Greedy  # the same well-behaved policy the check suite's tests break
 
@@ -185,10 +185,37 @@ def test_phi_exists_for_most_steps_of_the_sparse_scenario():
         assert not record.violations
 
 
+class WritesNativelyWithHooksOff(Greedy):
+    """Switches the audit hooks off, then writes with numpy's C code: only the kernel stops it."""
+
+    def __init__(self, setting, target="."):
+        self.target = target
+
+    def select(self, step):
+        sys.modules["study.policies.hooks"]._local.busy = True
+        np.zeros(3).tofile(self.target)
+        return super().select(step)
+
+
+@pytest.mark.skipif(not confine.status()["available"], reason="no kernel confinement here")
+def test_check_policy_runs_confined_by_the_kernel(tmp_path):
+    import functools
+
+    target = tmp_path / "planted.npy"
+    report = study.check_policy(functools.partial(WritesNativelyWithHooksOff, target=str(target)),
+                                raise_on_failure=False)
+    assert report["runs"].status == "failed" and "PermissionError" in report["runs"].detail, str(report)
+    assert not target.exists() and "confined by the kernel" in report.confinement
+    assert "confinement: a process confined by the kernel (Landlock ABI" in str(report)
+
+
 def test_declared_needs_and_the_standard_library_pass(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert study.check_policy(DeclaresFiles).passed
-    assert (tmp_path / "scratch.txt").is_file()
+    report = study.check_policy(DeclaresFiles)
+    assert report.passed
+    if confine.status()["available"]:  # its checks ran confined, in a scratch directory of their own
+        assert "['files'] lift the matching rules" in report.confinement and "Landlock ABI" in report.confinement
+        assert not (tmp_path / "scratch.txt").exists()
     assert study.check_policy(UsesTheStandardLibrary).passed
     assert needs_of(DeclaresFiles) == {"files"} and needs_of(Greedy) == frozenset()
 

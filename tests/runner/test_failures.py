@@ -67,8 +67,9 @@ def test_a_policy_that_swallows_the_timeout_is_stopped_hard(ray_session, tmp_pat
     assert all(f.startswith("ReplicationTimeout: ") and "time limit of 1 s" in f for f in failures["error"])
     swallowed = failures[failures["method"] == "rogue_policies:SwallowsTimeouts"]["error"]
     assert len(swallowed) == 3 and all("its process was ended" in e for e in swallowed)
+    # a user policy is never told: its confined process is ended at the limit, whatever it catches
     caught = failures[failures["method"] == "rogue_policies:CatchesTimeoutOnce"]["error"]
-    assert len(caught) == 3 and all("its result is not stored" in e for e in caught)
+    assert len(caught) == 3 and all("its process was ended" in e for e in caught)
     assert set(storage.load(tmp_path, "regret")["method"]) == {"RB"}
 
 
@@ -87,7 +88,8 @@ def test_run_batch_stops_a_swallowing_policy_outside_ray_too():
     hangs = {rep for rep, seed in reps_seeds if BTLEnvironment(cell.resolve(), seed).contexts[0][0] > 1.0}
     assert 0 < len(hangs) < 6
     result = {}
-    worker = threading.Thread(target=lambda: result.update(run_batch("regret", cell, reps_seeds)))
+    user = {"needs": {cell.method: ["files"]}}  # its attempt files (the driver passes the declared needs)
+    worker = threading.Thread(target=lambda: result.update(run_batch("regret", cell, reps_seeds, user=user)))
     start = time.monotonic()
     worker.start()
     worker.join(90)

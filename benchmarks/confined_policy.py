@@ -1,0 +1,112 @@
+"""What kernel confinement costs a user policy: replications of RB's rule as a user policy (its own
+process, forked from the policy server, confined by Landlock and seccomp, asked step by step
+through the channel of :mod:`study.policies.sandbox`) against the built-in RB in the worker's own
+process, through :func:`study.runner.worker.run_batch` (the path of a study's task, without Ray);
+and the channel's round trip per step.
+
+    python -m benchmarks.confined_policy [--T 1000] [--reps 6]
+
+Both compute the same numbers (checked here); the ratio is of wall time per replication, the
+policy server's start (once per worker process) excluded by a warm-up replication.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+
+class RBRule:
+    """RB's rule as a user policy (resolved by import path in its confined process)."""
+
+    def __init__(self, setting):
+        from study.policies import make_policy
+        self.inner = make_policy("RB", setting)
+
+    def select(self, step):
+        return self.inner.select(step)
+
+
+class Echo:
+    """Answers at once (the channel's round trip per step, nothing else)."""
+
+    def __init__(self, setting):
+        pass
+
+    def select(self, step):
+        from study.policies import random_edge
+        return random_edge(step)
+
+
+def _batch(method, reps, overrides):
+    from study.runner.plan import make_plan
+    from study.runner.worker import run_batch
+    (cell,) = make_plan("regret", settings=["A"], methods=[method], reps=reps, overrides=overrides).cells
+    start = time.perf_counter()
+    result = run_batch("regret", cell, [(r, 1000 + r) for r in range(reps)])
+    assert not result["failures"], result["failures"][:1]
+    return time.perf_counter() - start, result["trajectory"].to_pandas()
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used, from /proc."""
+    import os
+    fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(method, reps, overrides) -> float:
+    """CPU seconds a replication costs: this process's (the loop) plus, for a user policy, its
+    confined process's (read from /proc before it is ended): free of the machine's load."""
+    from study.policies.sandbox import ConfinedFactory
+    from study.simulation.replication import run_replication
+    total = 0.0
+    for r in range(reps):
+        factory = None if method == "RB" else ConfinedFactory(method)
+        start = time.process_time()
+        run_replication("A", method, 1000 + r, policy=factory, **overrides)
+        total += time.process_time() - start
+        if factory is not None:
+            total += sum(_cpu_of(p.pid) for p in factory.processes)
+            factory.close()
+    return total / reps
+
+
+def _in_process(factory, reps, overrides) -> float:
+    from study.simulation.replication import run_replication
+    start = time.perf_counter()
+    for r in range(reps):
+        run_replication("A", "echo", 1000 + r, policy=factory, **overrides)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--T", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=6)
+    args = parser.parse_args(argv)
+    overrides = {"T": args.T, "T0": min(200, args.T // 2)}
+    user = f"{__name__ if __name__ != '__main__' else 'benchmarks.confined_policy'}:RBRule"
+    _batch(user, 1, {"T": 20, "T0": 8})  # the policy server's start, paid once per worker process
+    _batch("RB", 1, {"T": 20, "T0": 8})
+    builtin, rb = _batch("RB", args.reps, overrides)
+    confined, own = _batch(user, args.reps, overrides)
+    for column in ("major", "other", "regret", "rel_error"):
+        assert np.array_equal(rb[column].to_numpy(), own[column].to_numpy(), equal_nan=True), column
+    echo, _ = _batch(user.replace(":RBRule", ":Echo"), args.reps, overrides)
+    plain = _in_process(Echo, args.reps, overrides)  # the same policy, called in the worker's process
+    steps = args.reps * args.T
+    cpu_builtin, cpu_confined = _cpu("RB", args.reps, overrides), _cpu(user, args.reps, overrides)
+    print(f"Setting A, T={args.T}, {args.reps} replications (same numbers: checked)")
+    print(f"  built-in RB in the worker:        {builtin / args.reps:8.3f} s a replication")
+    print(f"  RB's rule as a confined policy:   {confined / args.reps:8.3f} s a replication "
+          f"(x{confined / builtin:.2f})")
+    print(f"  CPU a replication (loop + policy process): built-in {cpu_builtin:.3f} s, confined "
+          f"{cpu_confined:.3f} s (x{cpu_confined / cpu_builtin:.2f})")
+    print(f"  channel round trip per step:      {1e6 * max(echo - plain, 0.0) / steps:8.1f} us "
+          "(random edges, confined vs in the worker's process; a fork per replication included)")
+
+
+if __name__ == "__main__":
+    main()

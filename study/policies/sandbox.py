@@ -1,0 +1,503 @@
+"""A user policy in a confined process of its own, asked step by step through a channel that
+carries nothing executable back.
+
+The trusted process (the worker that runs the replication's loop: the environment, theta*, the
+estimator, the storage) builds the policy through :class:`ConfinedFactory`: a process forked from
+a policy server (started once per trusted process, ``python -c ... serve``; it imports
+:mod:`study` and never runs user code) is confined by the kernel (:mod:`study.policies.confine`)
+and watched by the audit hook (:mod:`study.policies.hooks`, the second line) *before* it
+unpickles the factory or imports the policy's module.  Then, per step, it is handed what
+``select(step)`` is given -- t, the context, the shared uniforms, theta(t-1), the graph, the
+public setting, its private generator, and the debiased estimate on request -- and answers.
+
+What crosses from the policy's process to the trusted one is a byte of kind and a fixed payload,
+parsed with :mod:`struct`, never unpickled, evaluated or imported:
+
+====  ============================  ===============================================
+kind  payload                       meaning
+====  ============================  ===============================================
+R     ``<B`` (1 if it has update)   the policy is built
+C     ``<qqB`` major, other, 0/1    its choice at this step
+D     none                          it asks for ``step.debiased()``
+U     none                          its ``update`` returned
+E     ``<I`` length, UTF-8 text     it failed (the text is shown, never run)
+====  ============================  ===============================================
+
+Anything else (another byte, an ``explored`` that is not 0 or 1, an error text over 4 KiB, a
+message out of turn) ends the replication as failed with :class:`ChannelError`.  The trusted side
+writes pickles to the policy's process (the direction in which unpickling is harmless).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from . import confine, hooks
+
+_LEN = struct.Struct("<Q")
+_DOWN = struct.Struct("<cQ")  # trusted -> policy: kind, length of the pickle that follows
+CHOICE = struct.Struct("<qqB")
+READY = struct.Struct("<B")
+TEXT = struct.Struct("<I")
+MAX_TEXT = 4096
+_LOCK = threading.Lock()
+_SERVER: list = []
+
+
+class PolicyProcessError(RuntimeError):
+    """The policy's process failed a replication; ``message`` is the failure's full text."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class ChannelError(PolicyProcessError):
+    """The policy's process sent something outside the channel's format."""
+
+
+class PolicyCrashed(PolicyProcessError):
+    """The policy's process ended without answering."""
+
+
+class PolicyTimeout(PolicyProcessError):
+    """The policy's process did not answer before the replication's time limit; it was ended."""
+
+
+# --- bytes on pipes -------------------------------------------------------------------------
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exactly(fd: int, n: int, deadline=None) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _send_down(fd: int, kind: bytes, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    _write_all(fd, _DOWN.pack(kind, len(data)) + data)
+
+
+class _Buffered:
+    """Reads from a pipe through a buffer: a message's header and body in one system call where
+    they arrived together (fewer calls per step)."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buffer = fd, b""
+
+    def read(self, n: int, deadline=None) -> bytes | None:
+        while len(self.buffer) < n:
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
+                    raise TimeoutError
+            chunk = os.read(self.fd, max(n - len(self.buffer), 1 << 16))
+            if not chunk:
+                return None
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+
+def _read_down(reader: _Buffered):
+    """In the policy's process: (kind, object) from the trusted side, or (None, None) at its end."""
+    header = reader.read(_DOWN.size)
+    if header is None:
+        return None, None
+    kind, n = _DOWN.unpack(header)
+    data = reader.read(n)
+    return (None, None) if data is None else (kind, pickle.loads(data))
+
+
+def _send_text(fd: int, text: str) -> None:
+    data = text.encode("utf-8", "replace")[:MAX_TEXT]
+    _write_all(fd, b"E" + TEXT.pack(len(data)) + data)
+
+
+def _described(exc: BaseException) -> str:
+    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+# --- the policy's process -------------------------------------------------------------------
+
+class _Child:
+    """The loop of a confined policy process: build the policy, answer each step."""
+
+    def __init__(self, job: dict, down: int, up: int):
+        self.job, self.down, self.up = job, _Buffered(down), up
+        self.step = self.graph = self.rng = None
+
+    def run(self) -> None:
+        job = self.job
+        os.chdir(job["scratch"])  # its working directory: the one place it may write (module docstring)
+        needs = frozenset(job["needs"])
+        if job["confine"]:
+            try:
+                confine.confine(job["scratch"], needs, job["hidden"], extra_reads=job["path"])  # the asker's path
+            except Exception as exc:  # noqa: BLE001 -- reported, nothing of the policy has run
+                _send_text(self.up, f"ConfinementUnavailable: {exc}")
+                return
+        method = job["method"]
+        self.watch = hooks.Watch(method, hooks.policy_roots(method.partition(":")[0] if ":" in method else None),
+                                 needs)
+        hooks.install_for_process(self.watch)
+        try:
+            sys.path[:] = job["path"]
+            from .registry import make_policy, resolve_policy
+            if job["factory"] is not None:
+                data, loader = job["factory"]
+                factory = __import__(loader, fromlist=["loads"]).loads(data)
+            else:
+                factory = resolve_policy(method)
+            self.policy = make_policy(method, job["setting"], factory)
+        except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
+            _send_text(self.up, self._failure(exc, "building the policy"))
+            return
+        _write_all(self.up, b"R" + READY.pack(callable(getattr(self.policy, "update", None))))
+        self.serve()
+
+    def _failure(self, exc, what) -> str:
+        if isinstance(exc, SystemExit):
+            return f"SystemExit: the policy called sys.exit({exc.code!r}) while {what}"
+        return _described(exc)
+
+    def serve(self) -> None:
+        from .base import Choice, Step, is_flag, unpack_choice
+        while True:
+            kind, message = _read_down(self.down)
+            if kind is None:
+                return
+            refused = len(self.watch.refusals)
+            try:
+                if kind == b"S":
+                    t, x, uniforms, theta, first = message
+                    if first is not None:
+                        self.graph, state = first
+                        import numpy as np
+                        bits = getattr(np.random, state["bit_generator"])()
+                        bits.state = state
+                        self.rng = np.random.Generator(bits)
+                    self.step = Step(t, x, uniforms, self.graph, theta, self._debiased(), rng=self.rng,
+                                     setting=self.job["setting"])
+                    choice = self.policy.select(self.step)
+                    try:
+                        major, other, explored = unpack_choice(choice)
+                    except TypeError:
+                        raise TypeError(f"select at t={t} returned {choice!r}; expected a Choice(major, other, "
+                                        "explored) with integer items") from None
+                    if not is_flag(explored):
+                        raise TypeError(f"select at t={t} returned explored={explored!r}; it must be a bool")
+                    answer = b"C" + CHOICE.pack(major, other, int(bool(explored)))
+                else:  # b"U": the comparison's outcome
+                    (major, other, explored), wins = message
+                    self.policy.update(self.step, Choice(major, other, explored), wins)
+                    answer = b"U"
+            except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
+                _send_text(self.up, self._failure(exc, "select" if kind == b"S" else "update"))
+                return
+            if len(self.watch.refusals) > refused:
+                _send_text(self.up, f"PolicyRefused: {self.watch.refusals[refused]} (the policy caught the refusal "
+                                    "and went on; its result is not stored)")
+                return
+            _write_all(self.up, answer)
+
+    def _debiased(self):
+        cache = []
+
+        def debiased():
+            if not cache:
+                _write_all(self.up, b"D")
+                kind, result = _read_down(self.down)
+                if kind != b"D":
+                    raise RuntimeError("the trusted side ended the replication")
+                cache.append(result)
+            return cache[0]
+
+        return debiased
+
+
+# --- the policy server --------------------------------------------------------------------
+
+def serve(fd: int) -> None:
+    """The policy server's loop (``python -c ... serve(fd)``): receive a job and the two ends of
+    its pipes on socket ``fd``, fork a child that runs it, answer its pid and a pidfd."""
+    control = socket.socket(fileno=fd)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    from . import fresh
+    __import__(fresh.PRELOAD)
+    fresh._warm()
+    import gc
+    gc.freeze()
+    while True:
+        try:
+            header, fds, _, _ = socket.recv_fds(control, _LEN.size, 2)
+        except OSError:
+            return
+        if len(header) < _LEN.size:
+            return
+        data = _read_exactly(control.fileno(), _LEN.unpack(header)[0])
+        if data is None or len(fds) != 2:
+            return
+        job = pickle.loads(data)  # from the trusted process that started this server
+        pid = os.fork()
+        if pid == 0:
+            try:
+                low, high = sorted(fds)  # nothing but its own two pipes stays open in the child
+                os.closerange(3, low)
+                os.closerange(low + 1, high)
+                os.closerange(high + 1, 1 << 16)
+                _Child(job, fds[0], fds[1]).run()
+            finally:
+                os._exit(0)
+        for end in fds:
+            os.close(end)
+        pidfd = os.pidfd_open(pid)
+        socket.send_fds(control, [_LEN.pack(pid)], [pidfd])
+        os.close(pidfd)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
+class _Server:
+    def __init__(self):
+        ours, theirs = socket.socketpair()
+        root = str(Path(__file__).resolve().parents[2])
+        code = (f"import sys; sys.path.insert(0, {root!r}); from study.policies.sandbox import serve; "
+                f"serve({theirs.fileno()})")
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                                        pass_fds=(theirs.fileno(),), close_fds=True, env=env)
+        theirs.close()
+        self.control = ours
+
+    def start(self, job: dict) -> tuple:
+        """Fork a policy process for ``job``: (pid, pidfd, fd to write to it, fd it answers on)."""
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        try:
+            data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+            socket.send_fds(self.control, [_LEN.pack(len(data))], [down_r, up_w])
+            self.control.sendall(data)
+            header, fds, _, _ = socket.recv_fds(self.control, _LEN.size, 1)
+        finally:
+            os.close(down_r)
+            os.close(up_w)
+        if len(header) < _LEN.size or len(fds) != 1:
+            os.close(down_w)
+            os.close(up_r)
+            raise OSError("the policy server did not answer")
+        return _LEN.unpack(header)[0], fds[0], down_w, up_r
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        self.control.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def _server() -> _Server:
+    if not _SERVER or not _SERVER[0].alive():
+        while _SERVER:
+            _SERVER.pop().close()
+        _SERVER.append(_Server())
+    return _SERVER[0]
+
+
+def close_server() -> None:
+    with _LOCK:
+        while _SERVER:
+            _SERVER.pop().close()
+
+
+import atexit  # noqa: E402
+
+atexit.register(close_server)
+
+
+# --- the trusted side ---------------------------------------------------------------------
+
+class ConfinedFactory:
+    """A factory (``factory(setting) -> policy``) whose policies run in confined processes: the
+    trusted loop calls :class:`RemotePolicy`, which asks the policy's process each step.
+
+    Parameters
+    ----------
+    method : str
+        The method's name (an import path is resolved in the policy's process, after confinement).
+    factory_bytes : tuple or None
+        ``(bytes, loader)`` of a registered factory (:func:`study.policies.fresh.dumps`).
+    needs : iterable of str
+        The needs the policy declares (they lift the matching kernel rules).
+    hidden : iterable of str
+        Paths the policy's process may not read (the study's output directory).
+    trust : bool
+        Run without kernel confinement where the machine has none (``--trust-policy-code``).
+    seconds : float or None
+        The replication's time limit: a policy that has not answered by then has its process ended.
+    """
+
+    def __init__(self, method, factory_bytes=None, needs=(), hidden=(), trust=False, seconds=None):
+        self.method, self.factory_bytes, self.needs = method, factory_bytes, tuple(needs)
+        self.hidden, self.trust, self.seconds = tuple(str(h) for h in hidden), bool(trust), seconds
+        self.processes: list = []
+
+    def __call__(self, setting):
+        kernel = confine.status()["available"]
+        if not kernel and not self.trust:
+            raise PolicyProcessError(f"ConfinementUnavailable: user policy {self.method!r} cannot be confined on this "
+                                     f"machine ({confine.status()['reason']}); run it with --trust-policy-code "
+                                     "(trust_policy_code=True) to run it with the audit hooks only")
+        process = _Process(self, setting, kernel)
+        self.processes.append(process)
+        return process.policy
+
+    def close(self) -> None:
+        while self.processes:
+            self.processes.pop().close()
+
+
+class _Process:
+    def __init__(self, owner: ConfinedFactory, setting, kernel: bool):
+        self.owner, self.scratch = owner, confine.scratch_dir()
+        self.deadline = None if owner.seconds is None else time.monotonic() + owner.seconds
+        job = {"method": owner.method, "factory": owner.factory_bytes, "needs": owner.needs, "hidden": owner.hidden,
+               "confine": kernel, "scratch": self.scratch, "path": list(sys.path), "setting": setting}
+        self.pidfd = self.down = self.up = None
+        with _LOCK:
+            try:
+                self.pid, self.pidfd, self.down, self.up = _server().start(job)
+            except OSError:  # the server went away: once more with a new one
+                while _SERVER:
+                    _SERVER.pop().close()
+                self.pid, self.pidfd, self.down, self.up = _server().start(job)
+        self.reader = _Buffered(self.up)
+        kind = self.kind()
+        if kind != b"R":
+            self.unexpected(kind, "R")
+        has_update = READY.unpack(self.read(READY.size))[0]
+        if has_update not in (0, 1):
+            raise self.fail(ChannelError, f"the ready message's flag was {has_update}, not 0 or 1")
+        self.policy = RemotePolicy(self, bool(has_update))
+
+    def fail(self, cls, detail: str) -> PolicyProcessError:
+        self.close()
+        return cls(f"{cls.__name__}: {detail} (the confined process of policy {self.owner.method!r})")
+
+    def read(self, n: int) -> bytes:
+        try:
+            data = self.reader.read(n, self.deadline)
+        except TimeoutError:
+            raise self.fail(PolicyTimeout, f"no answer within the time limit of {self.owner.seconds:g} s; its "
+                                           "process was ended") from None
+        if data is None:
+            raise self.fail(PolicyCrashed, "its process ended without an answer (os._exit, a fatal signal, the "
+                                           "kernel's OOM killer, or a call the kernel refused by ending it)")
+        return data
+
+    def kind(self) -> bytes:
+        kind = self.read(1)
+        if kind == b"E":
+            (n,) = TEXT.unpack(self.read(TEXT.size))
+            if n > MAX_TEXT:
+                raise self.fail(ChannelError, f"an error message of {n} bytes (at most {MAX_TEXT})")
+            text = self.read(n).decode("utf-8", "replace")
+            self.close()
+            raise PolicyProcessError(f"{text} (in the confined process of policy {self.owner.method!r})")
+        return kind
+
+    def unexpected(self, kind: bytes, wanted: str):
+        raise self.fail(ChannelError, f"it sent a message of kind {kind!r} where {wanted!r} was due: the channel "
+                                      "carries only R, C, D, U and E messages of fixed format, never objects")
+
+    def send(self, kind: bytes, obj) -> None:
+        try:
+            _send_down(self.down, kind, obj)
+        except (BrokenPipeError, OSError):
+            self.kind()  # its last words, if any
+            raise self.fail(PolicyCrashed, "its process ended without an answer") from None
+
+    def close(self) -> None:
+        for fd in (self.down, self.up):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.down = self.up = None
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:  # already ended
+                pass
+            os.close(self.pidfd)
+            self.pidfd = None
+        confine.remove_scratch(self.scratch)
+
+
+class RemotePolicy:
+    """The trusted side's stand-in for a policy in a confined process (:class:`ConfinedFactory`)."""
+
+    def __init__(self, process: _Process, has_update: bool):
+        self._process, self._first = process, True
+        if has_update:
+            self.update = self._update
+
+    def _serve(self, step, wanted: bytes) -> bytes:
+        process = self._process
+        while True:
+            kind = process.kind()
+            if kind == b"D":
+                process.send(b"D", step.debiased())
+                continue
+            if kind != wanted:
+                process.unexpected(kind, wanted.decode())
+            return kind
+
+    def select(self, step):
+        first = (step.graph, step.rng.bit_generator.state) if self._first else None
+        self._first = False
+        self._process.send(b"S", (step.t, step.x, step.uniforms, step.theta, first))
+        self._serve(step, b"C")
+        major, other, explored = CHOICE.unpack(self._process.read(CHOICE.size))
+        if explored not in (0, 1):
+            raise self._process.fail(ChannelError, f"explored={explored} in a choice, not 0 or 1")
+        return major, other, bool(explored)
+
+    def _update(self, step, choice, wins):
+        self._process.send(b"U", ((int(choice[0]), int(choice[1]), bool(choice[2])), int(wins)))
+        self._serve(step, b"U")

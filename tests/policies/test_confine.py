@@ -1,0 +1,81 @@
+"""The kernel's confinement of a policy's process (study.policies.confine), applied in a forked
+child: the output directory is cut out of the readable trees even beneath a directory of sys.path,
+writes go only to the scratch directory, and a declared need lifts exactly its rule."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+import pytest
+
+from study.policies import confine
+
+pytestmark = pytest.mark.skipif(not confine.status()["available"], reason="no kernel confinement here")
+
+
+def in_confined_child(scratch, needs, hidden, probe) -> dict:
+    """{name: "ok" or the exception's name} of each probe, run in a child confined as a policy."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            confine.confine(str(scratch), frozenset(needs), [str(h) for h in hidden])
+            results = {}
+            for name, call in probe.items():
+                try:
+                    call()
+                    results[name] = "ok"
+                except (OSError, RuntimeError) as exc:
+                    results[name] = type(exc).__name__
+            os.write(write, repr(results).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 4096):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    import ast
+    return ast.literal_eval(data.decode())
+
+
+def test_the_output_directory_is_cut_out_of_a_readable_tree(tmp_path, monkeypatch):
+    root = tmp_path / "checkout"
+    out, sibling = root / "outputs" / "study", root / "outputs" / "other.txt"
+    out.mkdir(parents=True)
+    (out / "part.parquet").write_bytes(b"x")
+    sibling.write_text("y")
+    (root / "module.py").write_text("z")
+    monkeypatch.setattr(sys, "path", [str(root), *sys.path])
+    roots = confine.readable_roots([out])
+    assert str(root) not in roots and str(root / "module.py") in roots and str(sibling) in roots
+    assert not any(r == str(out) or r.startswith(str(out) + os.sep) for r in roots)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    got = in_confined_child(scratch, (), [out], {
+        "read module": lambda: open(root / "module.py").read(),
+        "read sibling": lambda: open(sibling).read(),
+        "read part": lambda: open(out / "part.parquet", "rb").read(),
+        "list out": lambda: os.listdir(out),
+        "write scratch": lambda: open(scratch / "ok", "w").close(),
+        "write beside": lambda: open(root / "planted", "w").close(),
+        "socket": lambda: socket.socket().close(),
+        "fork": lambda: os._exit(0) if os.fork() == 0 else None,
+    })
+    assert got == {"read module": "ok", "read sibling": "ok", "read part": "PermissionError",
+                   "list out": "PermissionError", "write scratch": "ok", "write beside": "PermissionError",
+                   "socket": "PermissionError", "fork": "PermissionError"}
+    assert not (root / "planted").exists()
+
+
+def test_a_declared_need_lifts_its_rule_only(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    got = in_confined_child(scratch, ("sockets",), [], {
+        "socket": lambda: socket.socket().close(),
+        "write outside": lambda: open(tmp_path / "planted", "w").close(),
+    })
+    assert got == {"socket": "ok", "write outside": "PermissionError"}

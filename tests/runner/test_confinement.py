@@ -1,0 +1,196 @@
+"""User policies confined by the kernel, asked through a channel that carries nothing executable
+back (study.policies.sandbox, study.policies.confine): hostile contestants beside RB in one run of
+the runner leave RB's stored numbers equal value for value to a clean run's, do not reach what
+they attack, and end their own replications as failed, named."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import study
+from study import runner
+from study.policies import confine, sandbox
+from study.results import storage
+
+TINY = {"T": 30, "T0": 10}
+VALUES = ["major", "other", "explored", "regret", "avg_regret", "rel_error", "pair_regret", "before_phi"]
+pytestmark = pytest.mark.skipif(not confine.status()["available"], reason=f"no kernel confinement here: "
+                                                                       f"{confine.status()['reason']}")
+
+
+def quiet(*_):
+    pass
+
+
+def _rb(out):
+    frame = study.load(out, "regret")
+    return frame[frame.method == "RB"].sort_values(["rep", "t"]).reset_index(drop=True)
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    from evilpol import kernel
+
+    out, marker = tmp_path / "mixed", tmp_path / "planted-by-unpickling"
+    names = {"pickle": functools.partial(kernel.SendsAPickle, target=str(marker)),
+             "native": functools.partial(kernel.WritesNatively, target=str(out)),
+             "processes": kernel.StartsProcesses, "sockets": kernel.OpensSockets,
+             "reads": functools.partial(kernel.ReadsOutputs, target=str(out)), "truth": kernel.SeeksTheTruth}
+    for name, factory in names.items():
+        study.register_policy(name, factory, replace=True)
+    yield out, marker, list(names)
+    for name in names:
+        study.policies.unregister_policy(name)
+
+
+def test_hostile_policies_beside_rb_leave_its_numbers_and_fail_named(ray_session, tmp_path, hostile):
+    out, marker, names = hostile
+    clean = runner.make_plan("regret", settings=["A"], methods=["RB"], reps=2, overrides=TINY)
+    assert runner.run_study(clean, tmp_path / "clean", progress=False, log=quiet).ok
+    # RB first, so that its parts exist while the hostile policies run (one replication a task)
+    mixed = runner.make_plan("regret", settings=["A"], methods=["RB", *names], reps=2, overrides=TINY)
+    report = runner.run_study(mixed, out, batch_size=1, progress=False, log=quiet)
+    want, got = _rb(tmp_path / "clean"), _rb(out)
+    assert len(got) == len(want) == 2 * TINY["T"]
+    for column in VALUES:
+        assert np.array_equal(got[column].to_numpy(), want[column].to_numpy()), column
+    checked = storage.verify(out, "regret")
+    assert not (checked["damaged"] or checked["duplicates"] or checked["uncommitted"] or checked["foreign"])
+    assert not marker.exists() and not list(out.rglob("forged*"))
+    errors = {}
+    for failure in report.failures:
+        errors.setdefault(failure["method"], []).append(failure["error"])
+    assert report.failed == 2 * len(names) and sorted(errors) == sorted(names)
+    assert all(e.startswith("ChannelError") and "never objects" in e for e in errors["pickle"])
+    for e in errors["native"]:  # refused by the kernel (errno 13), each route
+        assert e.startswith("PermissionError: refused: ") and all(f"{r}: PermissionError 13" in e
+                                                                   for r in ("pyarrow", "tofile", "mmap", "ctypes"))
+    for e in errors["processes"]:
+        assert "STARTED" not in e and all(f"{r} refused" in e for r in ("os.fork", "subprocess", "posix_spawn",
+                                                                         "system", "thread"))
+    assert all(e.startswith("PermissionError: [Errno 1]") for e in errors["sockets"])
+    assert all(e.startswith("PermissionError: [Errno 13]") for e in errors["reads"])
+    assert all(e.startswith("LookupError: theta* is nowhere in this process") for e in errors["truth"]), errors["truth"]
+    stored = storage.load(out, "regret", "failures")
+    assert sorted(set(stored["method"])) == sorted(names)
+    run = storage.read_manifest(out, "regret")["runs"][-1]
+    confinement = run["user_code"]["confinement"]
+    assert confinement["kernel"] and confinement["landlock_abi"] >= 1 and not confinement["trust_policy_code"]
+    assert run["user_code"]["tainted_cells"] == []
+
+
+def test_a_clean_user_policy_through_the_channel_equals_the_builtin(ray_session, tmp_path):
+    """RB's rule as a user policy, asked step by step in its confined process (the debiased
+    estimate crosses on request), gives RB's trajectory value for value."""
+    plan = runner.make_plan("regret", settings=["A"], methods=["RB", "evilpol.kernel:Clean"], reps=2,
+                            overrides={"T": 60, "T0": 24})
+    assert runner.run_study(plan, tmp_path, progress=False, log=quiet).ok
+    frame = study.load(tmp_path, "regret").sort_values(["method", "rep", "t"])
+    rb, clean = (frame[frame.method == m].reset_index(drop=True) for m in ("RB", "evilpol.kernel:Clean"))
+    for column in VALUES:
+        assert np.array_equal(rb[column].to_numpy(), clean[column].to_numpy(), equal_nan=True), column
+
+
+def test_the_channel_refuses_anything_but_its_format():
+    """Messages written straight into the channel: an old-protocol pickle, an unknown kind, a
+    choice whose flag is not 0/1, an oversized error text; each is refused, named, unread."""
+    import os
+
+    from study.simulation.replication import run_replication
+
+    for payload, expected in ((b"\x20" + b"\x00" * 7 + b"\x80\x04", "ChannelError"),
+                              (b"X", "ChannelError"),
+                              (b"C" + sandbox.CHOICE.pack(0, 1, 7), "explored=7"),
+                              (b"E" + sandbox.TEXT.pack(1 << 20), "at most 4096")):
+        read, write = os.pipe()
+        os.write(write, payload)
+        os.close(write)
+        process = sandbox._Process.__new__(sandbox._Process)
+        process.owner = sandbox.ConfinedFactory("crafted")
+        process.up, process.down, process.pidfd, process.deadline = read, None, None, None
+        process.reader = sandbox._Buffered(read)
+        process.scratch = confine.scratch_dir()
+        policy = sandbox.RemotePolicy(process, False)
+        policy._first = False
+        policy._process.send = lambda kind, obj: None
+        with pytest.raises(sandbox.PolicyProcessError, match=expected):
+            run_replication("A", "crafted", 1, T=5, T0=2, policy=lambda setting: policy)
+
+
+def test_without_confinement_user_policies_need_trust(monkeypatch, tmp_path):
+    monkeypatch.setattr(confine, "status", lambda: {"available": False, "reason": "no Landlock (test)",
+                                                    "landlock_abi": None, "seccomp": None})
+    plan = runner.make_plan("regret", settings=["A"], methods=["evilpol.kernel:Clean"], reps=1, overrides=TINY)
+    with pytest.raises(ValueError, match="--trust-policy-code"):
+        runner.run_study(plan, tmp_path, progress=False, log=quiet)
+    assert not any(tmp_path.iterdir())
+
+
+def test_trust_policy_code_runs_without_the_kernel_and_says_so(monkeypatch):
+    """Where the kernel cannot confine, a replication of a user policy is refused, named, unless
+    trusted; trusted, it runs through the same channel (audit hooks only)."""
+    from study.simulation.replication import run_replication
+
+    monkeypatch.setattr(confine, "status", lambda: {"available": False, "reason": "no Landlock (test)",
+                                                    "landlock_abi": None, "seccomp": None})
+    refused = sandbox.ConfinedFactory("evilpol.kernel:Clean")
+    with pytest.raises(sandbox.PolicyProcessError, match="ConfinementUnavailable.*--trust-policy-code"):
+        run_replication("A", "evilpol.kernel:Clean", 3, T=20, T0=8, policy=refused)
+    trusted = sandbox.ConfinedFactory("evilpol.kernel:Clean", trust=True)
+    try:
+        got = run_replication("A", "evilpol.kernel:Clean", 3, T=20, T0=8, policy=trusted)
+    finally:
+        trusted.close()
+    want = run_replication("A", "RB", 3, T=20, T0=8)
+    assert np.array_equal(got.trajectory["major"], want.trajectory["major"])
+
+
+def test_the_command_line_records_the_confinement(ray_session, tmp_path):
+    """``jobs/regret.py``'s entry point: a user policy beside RB, with and without
+    --trust-policy-code (accepted where the kernel confines too), recorded per run."""
+    from study import cli
+
+    args = ["--out", str(tmp_path), "--reps", "1", "--settings", "A", "--methods", "RB", "evilpol.kernel:Clean",
+            "--set", "T=20", "--set", "T0=8", "--no-progress"]
+    assert cli.main("regret", args) == 0
+    assert cli.main("regret", [*args, "--reps", "2", "--trust-policy-code"]) == 0
+    runs = storage.read_manifest(tmp_path, "regret")["runs"]
+    assert [r["user_code"]["confinement"]["trust_policy_code"] for r in runs] == [False, True]
+    assert all(r["user_code"]["confinement"]["kernel"] for r in runs)
+
+
+def test_a_confined_check_answering_a_pickle_is_refused():
+    """The fresh processes that ran user code (check_policy's) answer in JSON: a pickle there is
+    refused, unread."""
+    import os
+    import pickle
+
+    from study.policies import fresh
+
+    read, write = os.pipe()
+    data = pickle.dumps([("ok", {"results": []})])
+    os.write(write, fresh._HEADER.pack(len(data)) + data)
+    os.close(write)
+    with pytest.raises(ValueError, match="not JSON"):
+        fresh._read(read, as_json=True)
+    os.close(read)
+
+
+def test_every_message_of_the_channel_gives_the_in_process_run():
+    """A policy that asks for the debiased estimate in select and update, draws from its generator
+    and keeps state from update: confined, its replication equals the same policy in process."""
+    from evilpol.kernel import AsksAndUpdates
+
+    from study.simulation.replication import run_replication
+
+    factory = sandbox.ConfinedFactory("evilpol.kernel:AsksAndUpdates")
+    try:
+        got = run_replication("A", "asks", 3, T=80, T0=24, policy=factory)
+    finally:
+        factory.close()
+    want = run_replication("A", "asks", 3, T=80, T0=24, policy=AsksAndUpdates)
+    for column in ("major", "other", "explored", "regret", "rel_error"):
+        assert np.array_equal(got.trajectory[column], want.trajectory[column], equal_nan=True), column
+    assert np.asarray(got.trajectory["explored"]).any()
