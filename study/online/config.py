@@ -73,6 +73,8 @@ class Config:
         n = check.integer("n_items", g["n_items"], low=2, high=check.MAX_INTEGER)
         d = check.integer("dim", g["dim"], low=1, high=check.MAX_INTEGER)
         values = {**DEFAULTS, **g}
+        if g.get("open_horizon") is True and "T" not in g:  # created without T: the first epoch by the size
+            values["T"] = horizon.first_epoch(n, d, check.integer("M", values["M"], low=1, high=check.MAX_INTEGER))
         if not isinstance(values["policy"], str):
             raise ValueError(f"policy must be a method name or an import path 'package.module:Name', got "
                              f"{values['policy']!r}")

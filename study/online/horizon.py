@@ -6,7 +6,7 @@ lambda_t = c_lambda sqrt(t M log T / n) (and the UCB methods' width sqrt(2 log(n
 exploration up to T, the shared uniforms' length).
 
 **Open horizon** (a store created without T, or with ``open_horizon=True``): epochs of doubling
-horizon, T_k = T_1 2^(k-1) (T_1 = the stored T, default 10,000).  Step t (ask t, told row t) runs
+horizon, T_k = T_1 2^(k-1) (T_1 = the stored T; not given: :func:`first_epoch`).  Step t (ask t, told row t) runs
 the paper's schedule for the horizon of its epoch, H(t) = the smallest T_k >= t, at the *global*
 t, with every told row kept in the likelihood (nothing restarts).  Since the paper's T0 = 0.4 T_k
 lies before the epoch's start (0.4 T_k < T_(k-1) for k >= 2), this is: stage 1 once, up to
@@ -24,6 +24,27 @@ from __future__ import annotations
 from ..core import _validate as check
 
 OPTIONAL = {"open_horizon": False, "extended": (), "retired": (), "joined": ()}  # Config fields stored only when not at these defaults
+
+
+FIRST_EPOCH_MIN = 500  # the paper's horizon in Settings A and B
+PER_PARAMETER = 10     # stage-1 comparisons per parameter (a newcomer's rule too: 10 d asks)
+
+
+def first_epoch(n_items: int, dim: int, M: int) -> int:
+    """T_1 of an open horizon created without T: the smallest horizon whose stage 1 (T0 = 0.4 T_1
+    asks of M comparisons) holds ``PER_PARAMETER`` comparisons per parameter (n d of them), and
+    never below the paper's 500.
+
+    Stage 1 runs once (up to 0.4 T_1), so T_1 is the exploration budget; a larger T_1 only delays
+    stage 2 (at T = T_1 / 5 the whole run is stage 1, and R(T) is 1.7-1.8x that of the RB which
+    knows T: docs/online.md).  Settings A and B give 500; ten models in d = 10, one comparison an
+    ask, give 2,500.
+
+    >>> first_epoch(5, 10, 20), first_epoch(10, 10, 1), first_epoch(30, 10, 1)
+    (500, 2500, 7500)
+    """
+    need = -(-PER_PARAMETER * n_items * dim * 5 // (2 * M))  # ceil(10 n d / (0.4 M))
+    return max(FIRST_EPOCH_MIN, need)
 
 
 def check_open(value) -> bool:

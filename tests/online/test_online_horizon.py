@@ -6,7 +6,7 @@ import pytest
 
 from study.online import Ranker
 from study.online.audit import verify_store
-from study.online.horizon import at
+from study.online.horizon import at, first_epoch
 
 
 def _run(ranker, rng, truth, asks, batch=50):
@@ -28,8 +28,18 @@ def test_the_schedule_doubles_from_the_first_horizon_and_follows_raises():
 
 def test_a_store_created_without_T_is_open(tmp_path):
     with Ranker(tmp_path / "s.sqlite", n_items=3, dim=2, seed=1) as ranker:
-        assert ranker.config.open_horizon and ranker.config.limit is None and ranker.config.T == 10_000
+        assert ranker.config.open_horizon and ranker.config.limit is None and ranker.config.T == 500
         assert '"open_horizon": true' in ranker.config.to_json()
+    # the first epoch by the size: stage 1 (0.4 T_1 asks of M comparisons) holds 10 per parameter
+    for (n, d, M), T1 in {(10, 10, 1): 2500, (30, 10, 1): 7500, (30, 10, 3): 2500, (5, 10, 20): 500,
+                          (7, 3, 1): 525}.items():
+        assert first_epoch(n, d, M) == T1 and 0.4 * T1 * M >= 10 * n * d
+        with Ranker(tmp_path / f"s{n}-{d}-{M}.sqlite", n_items=n, dim=d, M=M, seed=1) as ranker:
+            assert ranker.config.T == T1 and ranker.config.T0 == (2 * T1) // 5
+    with Ranker(tmp_path / "o.sqlite", n_items=3, dim=2, T=40, open_horizon=True, seed=1) as ranker:
+        assert ranker.config.T == 40  # open from a given T: that T
+    with Ranker(tmp_path / "s.sqlite") as ranker:  # reopened: the stored T, whatever the rule says now
+        assert ranker.config.T == 500
     with Ranker(tmp_path / "f.sqlite", n_items=3, dim=2, T=50, seed=1) as ranker:  # a fixed T: stored as before
         assert ranker.config.limit == 50 and "open_horizon" not in ranker.config.to_json()
 
