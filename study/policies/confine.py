@@ -57,6 +57,13 @@ class ConfinementUnavailable(RuntimeError):
 
 
 @functools.lru_cache(1)
+def asker_path() -> list:
+    """This process's ``sys.path`` for a confined child, relative entries (``""`` is the working
+    directory) made absolute: the child works in its scratch directory, where they would name
+    other folders (a user's ``examples`` package next to the working directory, found no more)."""
+    return [p if os.path.isabs(p) else os.path.abspath(p) for p in sys.path]
+
+
 def status() -> dict:
     """What this machine offers: ``{"landlock_abi": int or None, "seccomp": str or None (the
     libseccomp version), "available": bool, "reason": str}``."""

@@ -334,7 +334,8 @@ class FreshRuns:
         if confined is not None:  # one private scratch directory per job, removed by outcomes()
             import tempfile
             self.scratch = [tempfile.mkdtemp(prefix="study-check-") for _ in jobs]
-        self.jobs = [(list(sys.path), data, loader, run, tuple(args),
+        from .confine import asker_path  # relative entries absolute: a confined child works elsewhere
+        self.jobs = [(asker_path(), data, loader, run, tuple(args),
                       None if confined is None else {**confined, "scratch": scratch})
                      for args, scratch in zip(jobs, self.scratch or [None] * len(jobs))]
         self.mode = "in_order" if in_order else "each"

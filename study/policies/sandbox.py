@@ -49,17 +49,18 @@ _DOWN = struct.Struct("<cQ")  # trusted -> policy: kind, length of the pickle th
 CHOICE = struct.Struct("<qqB")
 READY = struct.Struct("<B")
 TEXT = struct.Struct("<I")
-MAX_TEXT = 4096
+MAX_TEXT = 16384  # an error's first line, then the policy's traceback (its last lines kept)
 _LOCK = threading.Lock()
 _SERVER: list = []
 
 
 class PolicyProcessError(RuntimeError):
-    """The policy's process failed a replication; ``message`` is the failure's full text."""
+    """The policy's process failed a replication: ``message`` says how, in one line; ``trace`` is
+    the traceback the policy's process sent as text (empty where it sent none)."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, trace: str = ""):
         super().__init__(message)
-        self.message = message
+        self.message, self.trace = message, trace
 
 
 class ChannelError(PolicyProcessError):
@@ -183,9 +184,15 @@ class _Child:
         self.serve()
 
     def _failure(self, exc, what) -> str:
-        if isinstance(exc, SystemExit):
-            return f"SystemExit: the policy called sys.exit({exc.code!r}) while {what}"
-        return _described(exc)
+        """The failure's one-line summary, then its traceback in this process (text: the trusted
+        side stores it for ``python -m study.results failures``, never runs it)."""
+        summary = (f"SystemExit: the policy called sys.exit({exc.code!r}) while {what}" if isinstance(exc, SystemExit)
+                   else _described(exc)).replace("\n", " ")
+        trace = "".join(traceback.format_exception(exc))
+        room = MAX_TEXT - len(summary.encode("utf-8", "replace")) - 200
+        if len(trace) > room:
+            trace = "... (the traceback's start cut)\n" + trace[-max(room, 0):]
+        return f"{summary}\n{trace}"
 
     def serve(self) -> None:
         from .base import Choice, Step, is_flag, unpack_choice
@@ -396,7 +403,7 @@ class _Process:
         self.owner, self.scratch = owner, confine.scratch_dir()
         self.deadline = None if owner.seconds is None else time.monotonic() + owner.seconds
         job = {"method": owner.method, "factory": owner.factory_bytes, "needs": owner.needs, "hidden": owner.hidden,
-               "confine": kernel, "scratch": self.scratch, "path": list(sys.path), "setting": setting}
+               "confine": kernel, "scratch": self.scratch, "path": confine.asker_path(), "setting": setting}
         self.pidfd = self.down = self.up = None
         with _LOCK:
             try:
@@ -435,9 +442,9 @@ class _Process:
             (n,) = TEXT.unpack(self.read(TEXT.size))
             if n > MAX_TEXT:
                 raise self.fail(ChannelError, f"an error message of {n} bytes (at most {MAX_TEXT})")
-            text = self.read(n).decode("utf-8", "replace")
+            summary, _, trace = self.read(n).decode("utf-8", "replace").partition("\n")
             self.close()
-            raise PolicyProcessError(f"{text} (in the confined process of policy {self.owner.method!r})")
+            raise PolicyProcessError(f"{summary} (in the confined process of policy {self.owner.method!r})", trace)
         return kind
 
     def unexpected(self, kind: bytes, wanted: str):

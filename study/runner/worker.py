@@ -233,7 +233,7 @@ def _replicate(study, cells, setting, rep, seed, replicate, record_intervals, li
     except (Exception, SystemExit) as exc:  # noqa: BLE001 -- recorded, the batch goes on
         error = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, sandbox.PolicyProcessError):
-            return ("failed", exc.message, "")
+            return ("failed", exc.message, exc.trace)  # the traceback in the policy's process, as text
         if isinstance(exc, SystemExit):
             error = f"SystemExit: the policy called sys.exit({exc.code!r}) during {label}"
         return ("failed", error, traceback.format_exc())
