@@ -68,9 +68,8 @@ class Ranker(Raising):
         registered with :func:`study.register_policy`, or an import path ``"package.module:Name"``.
     T : int
         The horizon: how many pairs the ranker hands out at most.  The policy and the estimator use
-        it as the simulations do.  Not given on creation: an open horizon (:mod:`.horizon`, epochs
-        doubling from T_1 = max(500, 25 n d / M): :func:`.horizon.first_epoch`); a larger T on
-        reopening raises it.  ``open_horizon=True``: open from T.
+        it as the simulations do.  Not given on creation: an open horizon (epochs doubling from
+        :func:`.horizon.first_epoch`); a larger T on reopening raises it.  ``open_horizon=True``: open from T.
     T0 : int
         End of the first stage (constrained MLE, exploration for RB); default 0.4 T.
     M : int

@@ -103,7 +103,7 @@ def test_the_channel_refuses_anything_but_its_format():
     for payload, expected in ((b"\x20" + b"\x00" * 7 + b"\x80\x04", "ChannelError"),
                               (b"X", "ChannelError"),
                               (b"C" + sandbox.CHOICE.pack(0, 1, 7), "explored=7"),
-                              (b"E" + sandbox.TEXT.pack(1 << 20), "at most 4096")):
+                              (b"E" + sandbox.TEXT.pack(1 << 20), f"at most {sandbox.MAX_TEXT}")):
         read, write = os.pipe()
         os.write(write, payload)
         os.close(write)
