@@ -55,14 +55,18 @@ def dumps(factory) -> tuple:
     return pickle.dumps(factory), "pickle"
 
 
-def _write(fd: int, obj, as_json: bool = False) -> None:
-    data = json.dumps(obj, allow_nan=True).encode() if as_json else pickle.dumps(obj)
-    view = memoryview(_HEADER.pack(len(data)) + data)
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
 
 
-def _read_exactly(fd: int, n: int, deadline) -> bytes | None:
+def _write(fd: int, obj, as_json: bool = False) -> None:
+    data = json.dumps(obj, allow_nan=True).encode() if as_json else pickle.dumps(obj)
+    _write_all(fd, _HEADER.pack(len(data)) + data)
+
+
+def _read_exactly(fd: int, n: int, deadline=None) -> bytes | None:
     chunks, left = [], n
     while left:
         if deadline is not None:

@@ -43,6 +43,7 @@ import traceback
 from pathlib import Path
 
 from . import confine, hooks
+from .fresh import _read_exactly, _write_all  # the pipes' framing, shared with the fresh processes
 
 _LEN = struct.Struct("<Q")
 _DOWN = struct.Struct("<cQ")  # trusted -> policy: kind, length of the pickle that follows
@@ -76,27 +77,6 @@ class PolicyTimeout(PolicyProcessError):
 
 
 # --- bytes on pipes -------------------------------------------------------------------------
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exactly(fd: int, n: int, deadline=None) -> bytes | None:
-    chunks, left = [], n
-    while left:
-        if deadline is not None:
-            wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-                raise TimeoutError
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
 
 def _send_down(fd: int, kind: bytes, obj) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
