@@ -5,7 +5,6 @@ checkout's ``outputs/`` (where a user's runs go) must be the same after the sess
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -57,23 +56,3 @@ def ray_session():
     yield ray
     ray.shutdown()
 
-
-# pytest-xdist spreads the suite over the machine's cores (addopts: -n auto --dist loadgroup).  A
-# file's tests stay on one worker (its module fixtures are computed once), and every test that
-# may start or use the session's Ray runs on the same worker, so that a session still starts one
-# embedded Ray of 2 CPUs, as in a run without xdist.
-_USES_RAY = re.compile(r"ray_session|\bimport ray\b|\bray\.|run_study|cli\.main")
-_RAY_FILES: dict = {}
-
-
-def _uses_ray(item) -> bool:
-    path = str(item.path)
-    if path not in _RAY_FILES:
-        _RAY_FILES[path] = bool(_USES_RAY.search(Path(path).read_text(errors="replace")))
-    return "ray_session" in getattr(item, "fixturenames", ()) or _RAY_FILES[path]
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = "ray" if _uses_ray(item) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
