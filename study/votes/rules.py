@@ -35,12 +35,14 @@ shared estimate (:class:`LookView`), and ``update(step, choice, wins)`` after ea
     to the first pair in ``edges`` order.  Before the first look with an MLE: ``uniform``.
 ``lucb``
     An identification rule for the stopping rule, in the spirit of LUCB (Kalyanakrishnan, Tewari,
-    Auer & Stone, ICML 2012, "PAC subset selection in stochastic multi-armed bandits"): for the
-    smallest k still undecided, the candidate set S (top k by the debiased score x_c'theta_d) and,
-    over S x (not S) and the decision contexts x_c, the most ambiguous pair (i, j): the smallest
-    lower confidence bound x_c'(theta_d_i - theta_d_j) - f sd_ij, f the confidence-sequence factor
-    of the rule (Bonferroni over k (n - k) pairs and the contexts), sd_ij from J^+ (kept up to date
-    between looks as in ``fisher``).  LUCB samples the weakest of S and the strongest outside; with
+    Auer & Stone, ICML 2012, "PAC subset selection in stochastic multi-armed bandits"): for each k
+    still undecided, the candidate set S_k (top k by the debiased score x_c'theta_d) and, over
+    S_k x (not S_k) and the decision contexts x_c, the most ambiguous pair (i, j): the smallest
+    standardised lower bound z = x_c'(theta_d_i - theta_d_j) / sd_ij - f_k, f_k the
+    confidence-sequence factor of the rule (Bonferroni over the k (n - k) pairs and the contexts),
+    sd_ij from J^+ (kept up to date between looks as in ``fisher``).  The step works on the k whose
+    z is largest (the decision nearest to being reached: a k whose boundary is a near-tie, which
+    no affordable budget separates, does not hold the others up).  LUCB samples the weakest of S and the strongest outside; with
     pairwise votes, and a graph where (i, j) may not be a pair, the vote goes to the allowed pair
     that most reduces the variance of that contrast g = (e_i - e_j) (x) x_c (c-optimal):
     w_ab (g'J^+ r)^2 / (1 + w_ab r'J^+ r), which is (i, j) itself when it is allowed and nothing
@@ -244,25 +246,30 @@ class LUCB(_Information):
         self.scores_d = np.asarray(result.theta_d) @ self.contexts.T if ok else None  # (n, C)
         self.undecided = tuple(view.undecided)
         if ok:
-            k = min(self.undecided)
-            pair_level = 1.0 - (1.0 - view.level) / (len(self.contexts) * k * (self.n - k))
-            self.factor = float(cs_factor(max(view.votes, 1), view.tightest_at, pair_level))
+            C = len(self.contexts)
+            self.factor = {k: float(cs_factor(max(view.votes, 1), view.tightest_at,
+                                              1.0 - (1.0 - view.level) / (C * k * (self.n - k))))
+                           for k in self.undecided}
 
     def target(self):
-        """(context index, i, j): the pair of S x (not S) with the smallest lower bound."""
-        k = min(self.undecided)
+        """(context index, i, j): over the undecided k, the pair of S_k x (not S_k) with the smallest
+        standardised lower bound, for the k whose smallest bound is largest (module docstring)."""
         best = None
-        for c, xc in enumerate(self.contexts):
-            s = self.scores_d[:, c]
-            order = np.argsort(-s, kind="stable")
-            inside, outside = order[:k], order[k:]
-            Q = self.quadratic(xc)
-            ii, jj = np.repeat(inside, len(outside)), np.tile(outside, len(inside))
-            var = np.maximum(Q[ii, ii] + Q[jj, jj] - 2.0 * Q[ii, jj], 0.0)
-            lower = s[ii] - s[jj] - self.factor * np.sqrt(var)
-            p = int(np.argmin(lower))
-            if best is None or lower[p] < best[0]:
-                best = (lower[p], c, int(ii[p]), int(jj[p]))
+        for k in self.undecided:
+            worst = None
+            for c, xc in enumerate(self.contexts):
+                s = self.scores_d[:, c]
+                order = np.argsort(-s, kind="stable")
+                inside, outside = order[:k], order[k:]
+                Q = self.quadratic(xc)
+                ii, jj = np.repeat(inside, len(outside)), np.tile(outside, len(inside))
+                sd = np.sqrt(np.maximum(Q[ii, ii] + Q[jj, jj] - 2.0 * Q[ii, jj], 1e-300))
+                z = (s[ii] - s[jj]) / sd - self.factor[k]
+                p = int(np.argmin(z))
+                if worst is None or z[p] < worst[0]:
+                    worst = (z[p], c, int(ii[p]), int(jj[p]))
+            if best is None or worst[0] > best[0]:
+                best = worst
         return best[1:]
 
     def reductions(self, x, c, i, j) -> np.ndarray:
