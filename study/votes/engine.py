@@ -160,8 +160,8 @@ class Replay:
             raise ValueError(f"seed must be a numpy SeedSequence or a non-negative int, got {seed!r}")
         M = votes_per_step(arena)
         if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < M or budget % M:
-            raise ValueError(f"budget must be a positive multiple of arena {arena!r}'s {M} votes per step, "
-                             f"got {budget!r}")
+            raise ValueError(f"budget must be a positive multiple of M = {M}, the votes per step of arena "
+                             f"{arena!r}; got {budget!r}")
         self.budget = int(budget)
         if not (isinstance(level, float) and 0.0 < level < 1.0):
             raise ValueError(f"level must be a float in (0, 1), got {level!r}")
@@ -287,6 +287,8 @@ class Replay:
         return self.t >= self.steps or len(self.decided) == len(self.tops)
 
     def run(self) -> None:
+        """Step and look until :meth:`done` (BLAS limited to one thread by the caller, as
+        :func:`replay` does: the matrices are small)."""
         while not self.done():
             self.step()
             if self.t in self._look_set:

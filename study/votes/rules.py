@@ -52,8 +52,10 @@ shared estimate (:class:`LookView`), and ``update(step, choice, wins)`` after ea
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from scipy.linalg import solve_triangular
 from scipy.special import expit
 
 from ..core.confseq import cs_factor
@@ -155,25 +157,29 @@ def information(theta, rows, n, d) -> np.ndarray:
     return J.transpose(0, 2, 1, 3)
 
 
+@lru_cache(maxsize=16)
 def sum_zero_basis(n: int) -> np.ndarray:
     """An orthonormal basis (n, n-1) of the sum-zero vectors."""
     q, _ = np.linalg.qr(np.eye(n)[:, 1:] - 1.0 / n)
+    q.flags.writeable = False
     return q
 
 
 def pseudo_inverse(J) -> np.ndarray | None:
     """J^+ on the sum-zero space, (n, d, n, d): C (C'JC)^{-1} C', C = Q (x) I_d; None when C'JC is
-    singular (the told votes do not identify theta)."""
+    (numerically) singular: the told votes do not identify theta."""
     n, d = J.shape[:2]
     C = np.kron(sum_zero_basis(n), np.eye(d))
     reduced = C.T @ J.reshape(n * d, n * d) @ C
     try:
-        inverse = np.linalg.inv(reduced)
+        L = np.linalg.cholesky(reduced)
     except np.linalg.LinAlgError:
         return None
-    if not np.all(np.isfinite(inverse)) or np.linalg.cond(reduced) > 1e12:
+    diagonal = np.diag(L) ** 2
+    if not np.all(np.isfinite(diagonal)) or diagonal.min() < 1e-12 * diagonal.max():
         return None
-    return (C @ inverse @ C.T).reshape(n, d, n, d)
+    half = solve_triangular(L, C.T, lower=True)  # L^{-1} C'
+    return (half.T @ half).reshape(n, d, n, d)
 
 
 class _Information:
