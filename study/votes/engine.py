@@ -154,8 +154,9 @@ def policy_setting(episode, steps: int) -> Setting:
 class Replay:
     """The state of one replay, advanced step by step (:func:`replay` runs it to the end)."""
 
-    def __init__(self, arena, method, seed, *, budget, tops=TOPS, level=LEVEL):
+    def __init__(self, arena, method, seed, *, budget, tops=TOPS, level=LEVEL, anytime: bool = True):
         self.arena, self.method = check_arena(arena), check_method(method)
+        self.anytime = bool(anytime)  # False: fixed-time CIs at every look (invalid; the tests' contrast)
         if not isinstance(seed, (np.random.SeedSequence, int)) or isinstance(seed, bool):
             raise ValueError(f"seed must be a numpy SeedSequence or a non-negative int, got {seed!r}")
         M = votes_per_step(arena)
@@ -247,7 +248,7 @@ class Replay:
         """The stopping rule's verdict at every decision context (:func:`study.core.stopping.separation`)."""
         contexts = self.episode.decision_contexts
         level = 1.0 - (1.0 - self.level) / len(contexts)
-        return [separation(result, x, top=k, level=level, anytime=True, tightest_at=float(self.budget))
+        return [separation(result, x, top=k, level=level, anytime=self.anytime, tightest_at=float(self.budget))
                 for x in contexts]
 
     def look(self) -> None:
