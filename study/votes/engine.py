@@ -6,7 +6,7 @@ votes (:mod:`.arenas`); the votes are added to the counts, aggregated by (pair, 
 
 Looks.  The estimate is refreshed, and the stopping rule evaluated, only at the *looks*: one
 geometric grid of told votes shared by every method of an arena and budget (:func:`look_steps`):
-the first look at N_0 = 10 n d votes (rounded up to whole steps; the MLE may not exist yet, and a
+the first look at N_0 = 2 n d votes (rounded up to whole steps; the MLE may not exist yet, and a
 look without one decides nothing), then every 5% more votes (N_{j+1} = 1.05 N_j, rounded up to
 whole steps), plus the fixed-budget checkpoints (budget / 16, / 8, / 4, / 2, and the budget).  Why
 not every step: at n = 129 a fit and a debiasing cost tens of milliseconds, and a run takes up to
@@ -53,7 +53,7 @@ from .rules import FACTORIES, LookView
 TOPS = (1, 3, 10)
 LEVEL = 0.95
 GROWTH = 1.05
-FIRST_LOOK_PER_PARAMETER = 10
+FIRST_LOOK_PER_PARAMETER = 2
 CHECKPOINT_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 # the registered policies of study.policies the study runs (their registry names); the rules of .rules first
 POLICIES = ("RB", "ETA", "MaxPairUCB", "BT-UCB1", "MaxInP")
@@ -368,6 +368,16 @@ def replay(arena: str, method: str, seed, *, budget: int, tops=TOPS, level: floa
     ------
     ValueError
         An unknown arena or method (naming the allowed values), a bad budget, tops or level.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from study.votes import replay
+    >>> run = replay("llm", "lucb", np.random.SeedSequence(1), budget=600)
+    >>> run.decisions.columns.tolist()[:5]
+    ['top', 'decided', 'votes', 'wrong', 'declared']
+    >>> run.decisions.top.tolist()
+    [1, 3]
     """
     started = time.process_time()
     with one_blas_thread():
