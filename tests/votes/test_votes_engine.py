@@ -31,7 +31,7 @@ def _fresh_verdicts(result, contexts, k, budget):
 
 
 @pytest.mark.parametrize("arena, method, budget, seed", [("llm", "uniform", 3_000, 4), ("categories", "lucb", 24_000, 4),
-                                                         ("A", "lucb", 20_000, 6)])  # A: k = 3 decided, k = 1 not
+                                                         ("A", "lucb", 20_000, 9)])  # A: k = 3 decided, k = 1 not
 def test_the_verdict_at_each_look_is_the_rule_on_a_fresh_fit(arena, method, budget, seed):
     run = Replay(arena, method, np.random.SeedSequence(seed), budget=budget)
     ep = run.episode
