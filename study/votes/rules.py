@@ -37,16 +37,19 @@ shared estimate (:class:`LookView`), and ``update(step, choice, wins)`` after ea
     An identification rule for the stopping rule, in the spirit of LUCB (Kalyanakrishnan, Tewari,
     Auer & Stone, ICML 2012, "PAC subset selection in stochastic multi-armed bandits"): for each k
     still undecided, the candidate set S_k (top k by the debiased score x_c'theta_d) and, over
-    S_k x (not S_k) and the decision contexts x_c, the most ambiguous pair (i, j): the smallest
-    standardised lower bound z = x_c'(theta_d_i - theta_d_j) / sd_ij - f_k, f_k the
+    S_k x (not S_k) and the decision contexts x_c, its most ambiguous pair (i_k, j_k): the
+    smallest standardised lower bound x_c'(theta_d_i - theta_d_j) / sd_ij - f_k, f_k the
     confidence-sequence factor of the rule (Bonferroni over the k (n - k) pairs and the contexts),
-    sd_ij from J^+ (kept up to date between looks as in ``fisher``).  The step works on the k whose
-    z is largest (the decision nearest to being reached: a k whose boundary is a near-tie, which
-    no affordable budget separates, does not hold the others up).  LUCB samples the weakest of S and the strongest outside; with
-    pairwise votes, and a graph where (i, j) may not be a pair, the vote goes to the allowed pair
-    that most reduces the variance of that contrast g = (e_i - e_j) (x) x_c (c-optimal):
-    w_ab (g'J^+ r)^2 / (1 + w_ab r'J^+ r), which is (i, j) itself when it is allowed and nothing
-    else is more informative about it.  Ties go to the first pair; before the first look with a
+    sd_ij from J^+ (kept up to date between looks as in ``fisher``).  LUCB samples the weakest of S
+    and the strongest outside; with pairwise votes, and a graph where (i, j) may not be a pair,
+    the vote goes to the allowed pair that most reduces the variances of those contrasts
+    g_k = (e_i_k - e_j_k) (x) x_c (c-optimal), each relative to its current variance and summed over
+    the undecided k:
+
+        sum_k  w_ab (g_k'J^+ r)^2 / ((1 + w_ab r'J^+ r) g_k'J^+ g_k),
+
+    so that no k starves (a contrast that got few votes has the larger relative reduction) and a
+    pair shared by two k serves both.  Ties go to the first pair; before the first look with a
     debiased estimate: ``uniform``.
 """
 from __future__ import annotations
@@ -257,10 +260,10 @@ class LUCB(_Information):
                                               1.0 - (1.0 - view.level) / (C * k * (self.n - k))))
                            for k in self.undecided}
 
-    def target(self):
-        """(context index, i, j): over the undecided k, the pair of S_k x (not S_k) with the smallest
-        standardised lower bound, for the k whose smallest bound is largest (module docstring)."""
-        best = None
+    def targets(self) -> dict:
+        """{k: (context index, i, j)}: for every undecided k, the pair of S_k x (not S_k) with the
+        smallest standardised lower bound (module docstring)."""
+        out = {}
         for k in self.undecided:
             worst = None
             for c, xc in enumerate(self.contexts):
@@ -274,9 +277,13 @@ class LUCB(_Information):
                 p = int(np.argmin(z))
                 if worst is None or z[p] < worst[0]:
                     worst = (z[p], c, int(ii[p]), int(jj[p]))
-            if best is None or worst[0] > best[0]:
-                best = worst
-        return best[1:]
+            out[k] = worst[1:]
+        return out
+
+    def contrast_variance(self, c, i, j) -> float:
+        """g'J^+ g for g = (e_i - e_j) (x) x_c."""
+        Q = self.quadratic(self.contexts[c])
+        return float(Q[i, i] + Q[j, j] - 2.0 * Q[i, j])
 
     def reductions(self, x, c, i, j) -> np.ndarray:
         """For every allowed pair, how much one step on it at context x reduces Var of the contrast
@@ -288,11 +295,18 @@ class LUCB(_Information):
         w = self.weights(x)
         return w * gpr * gpr / (1.0 + w * self.pair_variance(x))
 
+    def criterion(self, x) -> np.ndarray:
+        """For every allowed pair, the summed relative variance reductions of the undecided k's
+        most ambiguous contrasts (module docstring)."""
+        total = np.zeros(len(self.edges))
+        for c, i, j in self.targets().values():
+            total += self.reductions(x, c, i, j) / max(self.contrast_variance(c, i, j), 1e-300)
+        return total
+
     def select(self, step):
         if self.scores_d is None:
             return random_edge(step)
-        c, i, j = self.target()
-        e = int(np.argmax(self.reductions(np.asarray(step.x, dtype=float), c, i, j)))
+        e = int(np.argmax(self.criterion(np.asarray(step.x, dtype=float))))
         return Choice(int(self.edges[e, 0]), int(self.edges[e, 1]), False)
 
 

@@ -102,24 +102,46 @@ def test_lucb_choice_is_the_brute_force_c_optimal_pair():
     J = _brute_information(replay.rows(), theta, n, d)
     C = _reduced(n, d)
     chosen = _capture(replay)
+    assert len(policy.undecided) == 3
     for _ in range(4):
-        c, i, j = policy.target()
+        targets = policy.targets()
         replay.step()
         a, b, x = chosen[-1]
-        g = C.T @ _pair_vector(i, j, ep.decision_contexts[c], n, d)  # the contrast in the reduced basis
         Jr = C.T @ J @ C
-        before = g @ np.linalg.solve(Jr, g)
-        after = []
-        for lo, hi in ep.edges:
-            u = x @ (theta[hi] - theta[lo])
-            r = C.T @ _pair_vector(lo, hi, x, n, d)
-            after.append(g @ np.linalg.solve(Jr + M * expit(u) * expit(-u) * np.outer(r, r), g))
-        reduction = before - np.array(after)
+        total = np.zeros(len(ep.edges))
+        for c, i, j in targets.values():  # each undecided k's contrast: its relative variance reduction
+            g = C.T @ _pair_vector(i, j, ep.decision_contexts[c], n, d)
+            before = g @ np.linalg.solve(Jr, g)
+            for e, (lo, hi) in enumerate(ep.edges):
+                u = x @ (theta[hi] - theta[lo])
+                r = C.T @ _pair_vector(lo, hi, x, n, d)
+                total[e] += 1.0 - g @ np.linalg.solve(Jr + M * expit(u) * expit(-u) * np.outer(r, r), g) / before
         k = [e for e, pair in enumerate(ep.edges.tolist()) if set(pair) == {a, b}][0]
-        assert reduction[k] >= reduction.max() * (1 - 1e-9)
+        assert total[k] >= total.max() * (1 - 1e-9) and total.max() > 0
         u = x @ (theta[b] - theta[a])
         r = _pair_vector(a, b, x, n, d)
         J = J + M * expit(u) * expit(-u) * np.outer(r, r)
+
+
+def test_lucb_targets_are_the_smallest_standardised_lower_bounds():
+    replay = Replay("categories", "lucb", np.random.SeedSequence(6), budget=40_000)
+    policy = replay.policy
+    _drive_to_look(replay, 2, lambda: policy.scores_d is not None)
+    P = policy.P.reshape(replay.episode.n_items * replay.episode.dim, -1)
+    n, d = replay.episode.n_items, replay.episode.dim
+    for k, (c, i, j) in policy.targets().items():
+        xc = replay.episode.decision_contexts[c]
+        best = None
+        for cc, x in enumerate(replay.episode.decision_contexts):
+            s = policy.scores_d[:, cc]
+            top = set(np.argsort(-s, kind="stable")[:k].tolist())
+            for a in top:
+                for b in set(range(n)) - top:
+                    g = _pair_vector(a, b, x, n, d)
+                    z = (s[a] - s[b]) / np.sqrt(g @ P @ g) - policy.factor[k]
+                    best = z if best is None else min(best, z)
+        g = _pair_vector(i, j, xc, n, d)
+        assert np.isclose((policy.scores_d[i, c] - policy.scores_d[j, c]) / np.sqrt(g @ P @ g) - policy.factor[k], best)
 
 
 def _eq9(battles, hi_wins, votes):
