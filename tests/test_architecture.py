@@ -8,7 +8,8 @@ Layers (a module may import its own layer and those below):
     1  study.core                           the statistical core
     2  study.simulation, study.policies     the simulation layer
     3  study.llm, study.online,             the LLM-ranking application, the online ranker,
-       study.leaderboard                    leaderboards from files of judgments
+       study.leaderboard,                   leaderboards from files of judgments,
+       study.votes                          votes to a decision on replayed arenas
     4  study.results                        stored results, figures, summary (never the runner)
     5  study.runner                         the Ray runner
     6  study.cli                            the command line
@@ -28,7 +29,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "study"
 LAYERS = {"study._util": 0, "study._version": 0, "study.core": 1, "study.simulation": 2, "study.policies": 2,
-          "study.llm": 3, "study.online": 3, "study.leaderboard": 3, "study.results": 4, "study.runner": 5, "study.cli": 6, "study": 7}
+          "study.llm": 3, "study.online": 3, "study.leaderboard": 3, "study.votes": 3,
+          "study.results": 4, "study.runner": 5, "study.cli": 6, "study": 7}
 MAX_LINES = 600
 # room -> the modules outside it that may import it (its doors)
 ROOMS = {"study.online.service": {"study.online", "study.online.__main__", "study.online.commands"}}
