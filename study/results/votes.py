@@ -7,7 +7,10 @@ table and its figures.
   bound, printed ">"), the error paid (share of runs that declared a wrong top-k set, with its
   one-sided 95% Clopper-Pearson upper bound) and the ratio to uniform: the geometric mean of the
   paired ratios votes(method, r) / votes(uniform, r) over the replications r (common random
-  numbers), with its standard error by the delta method;
+  numbers), with its standard error by the delta method.  A run capped at the budget counts the
+  budget: a pair where only uniform is capped understates the saving, one where only the method is
+  capped understates its cost; the table gives the share of such pairs, and no ratio where most
+  pairs are capped on both sides (nothing is measured there);
 * :func:`fixed_budget` -- after N votes, the share of runs whose top-k set is right, with its SE;
 * :func:`write_report` -- ``votes.md``, ``votes_summary.csv``, ``votes_fixed_budget.csv`` and the
   figures ``votes_to_decision.{png,pdf}`` and ``votes_fixed_budget.{png,pdf}`` under ``OUT/votes``.
@@ -173,14 +176,15 @@ def summarise(decisions: pd.DataFrame, reference: str = "uniform") -> pd.DataFra
         row = {"arena": arena, "top": int(top), "method": method, "runs": runs, "n_items": int(g["n_items"].iloc[0]),
                "budget": int(budget), "decided": float(g["decided"].mean()), "votes_median": q50, "votes_q10": q10,
                "votes_q90": q90, "error_paid": wrong / runs, "error_upper": _upper_bound(wrong, runs),
-               "ratio": np.nan, "ratio_se": np.nan, "paired": 0, "capped_pairs": 0.0}
+               "ratio": np.nan, "ratio_se": np.nan, "paired": 0, "capped_pairs": 0.0,
+               "both_capped": 0.0}
         paired = g.set_index(list(KEY)).join(ref.rename("ref_votes"), how="inner")
         if method != reference and len(paired) >= 2:
             log_ratio = np.log(paired["votes"].to_numpy(float)) - np.log(paired["ref_votes"].to_numpy(float))
             mean, se = log_ratio.mean(), log_ratio.std(ddof=1) / np.sqrt(len(log_ratio))
-            capped = (paired["votes"] >= budget) | (paired["ref_votes"] >= budget)
+            mine, ref_capped = paired["votes"] >= budget, paired["ref_votes"] >= budget
             row.update(ratio=float(np.exp(mean)), ratio_se=float(np.exp(mean) * se), paired=len(paired),
-                       capped_pairs=float(capped.mean()))
+                       capped_pairs=float((mine | ref_capped).mean()), both_capped=float((mine & ref_capped).mean()))
         rows.append(row)
     out = pd.DataFrame(rows)
     return out.sort_values(["arena", "top"], kind="stable").reset_index(drop=True) if len(out) else out
@@ -210,9 +214,13 @@ def markdown(summary: pd.DataFrame, arenas=None, methods=None) -> str:
         order = {m: i for i, m in enumerate(methods or s["method"].unique())}
         for _, r in s.sort_values(["top", "method"], key=lambda c: c.map(order) if c.name == "method" else c).iterrows():
             b = int(r["budget"])
-            ratio = "(reference)" if r["method"] == "uniform" else (
-                "–" if np.isnan(r["ratio"]) else f"{r['ratio']:.3f} ± {r['ratio_se']:.3f}"
-                + (f" ({r['capped_pairs']:.0%} capped)" if r["capped_pairs"] > 0 else ""))
+            if r["method"] == "uniform":
+                ratio = "(reference)"
+            elif np.isnan(r["ratio"]) or r["both_capped"] >= 0.5:  # mostly budget against budget: not a measurement
+                ratio = "–" if np.isnan(r["ratio"]) else f"– ({r['both_capped']:.0%} of pairs both capped)"
+            else:
+                ratio = f"{r['ratio']:.3f} ± {r['ratio_se']:.3f}" + (
+                    f" ({r['capped_pairs']:.0%} of pairs capped)" if r["capped_pairs"] > 0 else "")
             lines.append(f"| {int(r['top'])} | {r['method']} | {int(r['runs'])} | {r['decided']:.0%} | "
                          f"{_votes_text(r['votes_median'], b)} [{_votes_text(r['votes_q10'], b)}, "
                          f"{_votes_text(r['votes_q90'], b)}] | {r['error_paid']:.3f} ({r['error_upper']:.3f}) | {ratio} |")
@@ -296,7 +304,11 @@ def figure_fixed_budget(view: pd.DataFrame, root: Path, arenas, methods) -> list
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_ylim(-0.02, 1.02)
             ax.set_title(f"{arena}: top {top}")
-    axes[0, -1].legend(fontsize=7, loc="lower right")
+    handles = {}
+    for ax in axes.flat:  # one legend for the figure: a panel may be empty (k >= n)
+        for line in ax.get_lines():
+            handles.setdefault(line.get_label(), line)
+    fig.legend(list(handles.values()), list(handles), fontsize=7, loc="outside lower center", ncols=min(len(handles), 6))
     fig.suptitle("After N votes: the share of runs whose top k is right (the declared set once decided)")
     for ax in axes[-1]:
         ax.set_xlabel("votes N")

@@ -111,10 +111,19 @@ class VotesPlan:
                 "core_source": core_source_hash(), "votes_source": votes_source_hash(self.engine)}
 
 
+# study/votes files that do not compute a run: the sizes (the budgets are in the fingerprint, the
+# replication counts only add parts) and the online ranker's policy
+_NOT_NUMBERS = ("budgets.py", "online.py")
+
+
 def votes_source_hash(engine: str = ENGINE) -> str:
-    """SHA-256 of the votes engine's source (``study/votes/``), or of a stand-in engine's file."""
+    """SHA-256 of what computes a run beyond the core: ``study/votes/`` (but its sizes and its online
+    policy) and the LLM application's replay code and data (``study/llm/``, the arenas' votes); a
+    stand-in engine's own file."""
     if engine == ENGINE:
-        return sha256_files(sorted(_VOTES_ROOT.rglob("*.py")), root=_VOTES_ROOT.parent)
+        files = [p for p in sorted(_VOTES_ROOT.glob("*.py")) if p.name not in _NOT_NUMBERS]
+        files += sorted(p for p in (_VOTES_ROOT.parent / "llm").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        return sha256_files(files, root=_VOTES_ROOT.parent)
     module = importlib.import_module(engine)
     return hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()
 
