@@ -33,10 +33,17 @@ Arenas (:data:`ARENAS`, in table order)
 ``categories``
     Simulated categories where the best model differs by category: 8 models, 4 categories,
     contexts x_c = e_c + 0.25 (one-hot plus a shared part; d = 4), theta*_ic = g_i + 0.8 [i = c]
-    with g = (0.5, 0.4, 0.3, 0.2, 0, -0.2, -0.5, -0.7): model c (c < 4) is best in category c.
-    All 28 pairs allowed; step t's category drawn uniformly; M = 10 BTL votes a step.  Decision
-    contexts: every category's x_c, the level split by Bonferroni over the 4 (each at
-    1 - 0.05 / 4); decided when all four are; wrong when any category's set is.
+    (centred over items) with g = (0.5, 0.4, 0.3, 0.2, 0, -0.2, -0.5, -0.7).  The true scores
+    x_c'theta*_i (models by row, categories by column) are
+
+        1.8 1.0 1.0 1.0 / 0.8 1.6 0.8 0.8 / 0.6 0.6 1.4 0.6 / 0.4 0.4 0.4 1.2 /
+        -0.2 ... / -0.6 ... / -1.2 ... / -1.6 ... (the same in every category),
+
+    so model c is best in category c (leads of 1.0, 0.6, 0.4, 0.2), and the top 3 are {0, 1, 2},
+    {0, 1, 2}, {0, 1, 2}, {0, 1, 3} (boundary gaps 0.2, 0.2, 0.4, 0.2).  All 28 pairs allowed;
+    step t's category drawn uniformly; M = 10 BTL votes a step.  Decision contexts: every
+    category's x_c, the level split by Bonferroni over the 4 (each at 1 - 0.05 / 4); decided when
+    all four are; wrong when any category's set is.
 ``A``, ``B``
     The paper's Settings A (5 items, d = 10, M = 20) and B (10 items, d = 10, M = 50): the
     setting's G(n, p) graph, truth, theta(0) and N(1, 0.5 I) contexts (one per step), drawn per

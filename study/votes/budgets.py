@@ -1,13 +1,29 @@
 """The study's sizes: the vote cap of one run and the replications per (arena, method).
 
-Measured (pilot: one replication of every method of :data:`study.votes.METHODS` per arena at the
-full budgets, ``python -c`` timing :func:`study.votes.replay`'s ``cpu_seconds`` on the shared
-2-core machine; the report of the study's branch gives the numbers): the CPU of a run grows with
-its steps and, at n = 129, with the looks' fits.  The full study (every arena x method x
-:func:`default_reps`) is sized for about 5,000 CPU-s, ``--quick`` for about 150 CPU-s.
+Measured in a pilot (two replications of every method of :data:`study.votes.METHODS` on every
+arena at the full budgets, one at the quick budgets, ``cpu_seconds`` of :func:`study.votes.replay`
+on the shared 2-core machine under a load average of 3-9), CPU seconds per replication of all nine
+methods together:
+
+============  ============  ===========
+arena         full budget   quick budget
+============  ============  ===========
+arena10       15.8          4.8
+arena30       21.4          9.0
+arena30-btl   20.8          9.7
+arena129      89.5          29.2
+llm           8.6           7.9
+categories    12.2          9.6
+A             10.4          10.7
+B             10.5          5.5
+============  ============  ===========
+
+so the full study (:data:`REPS`) needs about 5,100 CPU-s (about 45 minutes on 2 cores) and
+``--quick`` (3 replications) about 260 CPU-s.  A run's CPU grows with its steps and, at n = 129,
+with the looks' fits; a run that decides every k early stops early.
 
 The budget is also the time at which the confidence sequences are tightest (``tightest_at``),
-fixed before any run.
+fixed before any run: a larger budget makes the intervals at small vote counts wider.
 """
 from __future__ import annotations
 
@@ -17,9 +33,9 @@ BUDGETS = {"arena10": 150_000, "arena30": 200_000, "arena30-btl": 200_000, "aren
            "categories": 50_000, "A": 20_000, "B": 50_000}
 QUICK_BUDGETS = {"arena10": 30_000, "arena30": 50_000, "arena30-btl": 50_000, "arena129": 50_000, "llm": 2_000,
                  "categories": 20_000, "A": 10_000, "B": 20_000}
-REPS = {"arena10": 40, "arena30": 30, "arena30-btl": 30, "arena129": 20, "llm": 100, "categories": 40, "A": 40,
+REPS = {"arena10": 40, "arena30": 30, "arena30-btl": 30, "arena129": 16, "llm": 50, "categories": 40, "A": 40,
         "B": 40}
-QUICK_REPS = {name: 4 for name in BUDGETS}
+QUICK_REPS = {name: 3 for name in BUDGETS}
 
 
 def default_budget(arena: str, *, quick: bool = False) -> int:
