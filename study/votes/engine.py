@@ -159,6 +159,13 @@ class Replay:
         self.anytime = bool(anytime)  # False: fixed-time CIs at every look (invalid; the tests' contrast)
         if not isinstance(seed, (np.random.SeedSequence, int)) or isinstance(seed, bool):
             raise ValueError(f"seed must be a numpy SeedSequence or a non-negative int, got {seed!r}")
+        if isinstance(seed, int):
+            if seed < 0:
+                raise ValueError(f"seed must be a numpy SeedSequence or a non-negative int, got {seed!r}")
+            seed = np.random.SeedSequence(seed)
+        # a fresh copy: spawn() counts its children on the object, so a SeedSequence handed to several
+        # replays would otherwise give each a different stream (and break common random numbers)
+        seed = np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size)
         M = votes_per_step(arena)
         if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < M or budget % M:
             raise ValueError(f"budget must be a positive multiple of M = {M}, the votes per step of arena "

@@ -82,6 +82,19 @@ def test_same_seed_same_run_and_every_field_of_the_contract():
     assert f.votes.max() == 4_000 and f.dtypes["right"] == bool
 
 
+def test_one_seed_object_serves_every_method_alike():
+    """spawn() counts children on the SeedSequence: a seed reused across replays must not drift."""
+    seed = np.random.SeedSequence(5, spawn_key=(1, 2))
+    runs = []
+    for method in ("uniform", "fisher", "uniform"):
+        run = Replay("categories", method, seed, budget=600)
+        run.run()
+        runs.append(run)
+    assert np.array_equal(runs[0].counts, runs[2].counts) and runs[0].counts.sum() == 600
+    assert np.array_equal(runs[0].episode.context_ids, runs[1].episode.context_ids)
+    assert seed.n_children_spawned == 0
+
+
 def test_a_decided_set_is_held_at_later_checkpoints():
     run = replay("llm", "lucb", np.random.SeedSequence(8), budget=4_000)
     decided = run.decisions.set_index("top")

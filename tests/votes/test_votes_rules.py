@@ -105,6 +105,7 @@ def test_lucb_choice_is_the_brute_force_c_optimal_pair():
     assert len(policy.undecided) == 3
     for _ in range(4):
         targets = policy.targets()
+        criterion = policy.criterion(np.ones(1))  # arena30: x = 1 at every step
         replay.step()
         a, b, x = chosen[-1]
         Jr = C.T @ J @ C
@@ -116,6 +117,7 @@ def test_lucb_choice_is_the_brute_force_c_optimal_pair():
                 u = x @ (theta[hi] - theta[lo])
                 r = C.T @ _pair_vector(lo, hi, x, n, d)
                 total[e] += 1.0 - g @ np.linalg.solve(Jr + M * expit(u) * expit(-u) * np.outer(r, r), g) / before
+        assert np.allclose(criterion, total, rtol=1e-7, atol=1e-12)
         k = [e for e, pair in enumerate(ep.edges.tolist()) if set(pair) == {a, b}][0]
         assert total[k] >= total.max() * (1 - 1e-9) and total.max() > 0
         u = x @ (theta[b] - theta[a])
