@@ -151,3 +151,17 @@ def test_the_report_is_written_from_the_stored_runs(ray_session, tmp_path):
     assert "### tiny (4 items, budget 1,000 votes)" in text and "(reference)" in text
     summary = pd.read_csv(tmp_path / "votes" / "votes_summary.csv")
     assert set(summary["method"]) == set(p.methods) and (summary["runs"] == 3).all()
+
+
+def test_a_smoke_run_of_the_real_engine_through_the_command_line(ray_session, tmp_path, capsys):
+    """jobs/votes.py's entry point on the real engine: two arenas, the reference and one adaptive
+    method, one replication each at a small budget; the table and both figures are written."""
+    status = votes.main(["--out", str(tmp_path), "--arenas", "arena10", "A", "--methods", "lucb", "--reps", "1",
+                         "--budget", "3000", "--no-progress"])
+    assert status == 0, capsys.readouterr()
+    decisions, view, manifest = stored.load(tmp_path / "votes")
+    assert set(decisions["method"]) == {"uniform", "lucb"} and set(decisions["arena"]) == {"arena10", "A"}
+    assert (decisions["votes"] <= 3000).all() and not decisions["wrong"].any()
+    text = (tmp_path / "votes" / "votes.md").read_text()
+    assert "### arena10 (10 items, budget 3,000 votes)" in text
+    assert (tmp_path / "votes" / "votes_to_decision.png").stat().st_size > 10_000
