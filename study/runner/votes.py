@@ -39,6 +39,7 @@ from ..results.files import atomic_write_table, make_dir
 from ..results.lock import study_lock
 from .catalogue import DEFAULT_SEED
 from .fingerprint import ConfigMismatch, core_source_hash
+from .manifest import git_commit
 from .progress import Interrupts, Progress
 from .rayconn import connect
 
@@ -282,7 +283,8 @@ def _run_votes(plan, out, address, num_cpus, fresh, progress, log) -> VotesRepor
     done = {u.name for u in units if stored.committed(root, manifest, u.name)}
     todo = [u for u in units if u.name not in done]
     report = VotesReport(root, reused=len(done))
-    run_record = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "plan": _jsonable_plan(plan), "failures": []}
+    run_record = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(), "argv": list(sys.argv),
+                  "plan": _jsonable_plan(plan), "failures": []}
     manifest["runs"].append(run_record)
     start = time.monotonic()
     if todo:

@@ -41,6 +41,7 @@ def test_every_task_is_stored_once_and_a_resume_computes_nothing(ray_session, tm
     seed = votes.seed_of(SEED, "tiny", 4)
     assert d[("tiny", "uniform", 4, 1)] == fake_votes.base_votes(seed, 1000)
     assert d[("tiny", "fast", 4, 1)] == int(fake_votes.base_votes(seed, 1000) * 0.5)
+    assert "git_commit" in manifest["runs"][0] and manifest["runs"][0]["plan"]["reps"] == {"tiny": 7, "small": 7}
     again = run(p, tmp_path)
     assert (again.computed, again.reused) == (0, 8)
     assert len(stored.load(tmp_path / "votes")[0]) == len(decisions)
