@@ -238,32 +238,29 @@ def exact_nearest(data: ComparisonData, theta_start: np.ndarray, *, radius: floa
     reference = np.zeros((n, d)) if reference is None else reference
     fit = _solve(data, theta_start, radius=radius, reference=reference, prox=prox, multipliers=multipliers, tol=tol,
                  max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=factor_hint, start=start,
-                 pending=pending, ball_tol=nearest.FEAS_TOL)
+                 pending=pending)
     steps = fit.newton_steps
     D = nearest.design(data)
     U, N = nearest.split(D, data.n_parameters)
-    if N.shape[1] == 0 and fit.converged:  # the data identify theta: the fit is the unique minimiser
-        return fit
-    feas = nearest.FEAS_TOL * (float(radius) ** 2 if radius is not None else 1.0)
-    eps = TIE_BREAK_WEIGHT * (1.0 + comparisons) / n
     theta, nu, factor = fit.theta, fit.multipliers, fit.factor
-    for _ in range(rounds):
-        residuals = nearest.kkt(data, theta, reference, radius, U, N, D)
-        if residuals["stationarity"] <= abs_tol and residuals["feasibility"] <= feas:
-            break
+    # the tie-broken fit's balls and multipliers are a start for Newton's method on L's KKT system
+    # (nearest.refine: the balls exact, the range part b* with them); where that fails, proximal rounds
+    # first (each a strictly convex problem _solve computes), then again
+    refined, refined_nu, ok = nearest.refine(data, theta, nu, radius, abs_tol=abs_tol, basis=(D, U, N))
+    eps = TIE_BREAK_WEIGHT * (1.0 + comparisons) / n
+    for _ in range(rounds if not ok else 0):
         eps *= 0.1
         fit = _solve(data, theta, radius=radius, reference=theta, prox=eps, multipliers=nu if nu.any() else None,
-                     tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=factor,
-                     ball_tol=nearest.FEAS_TOL)
+                     tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=factor)
         steps += fit.newton_steps
         theta, nu = fit.theta, fit.multipliers
         factor = fit.factor if fit.factor is not None else factor
-    # the rounds meet L's stationarity, the balls only to the dual method's slack: Newton's method on
-    # the KKT system with the active balls as equalities makes them exact (the range part b* with them)
-    refined, refined_nu, ok = nearest.refine(data, theta, nu, radius, abs_tol=abs_tol, basis=(D, U, N))
-    if ok:
-        theta = refined
-    result = nearest.project(data, theta, reference, radius, abs_tol=abs_tol, basis=(D, U, N))
+        refined, refined_nu, ok = nearest.refine(data, theta, nu, radius, abs_tol=abs_tol, basis=(D, U, N))
+        if ok:
+            break
+    theta = refined if ok else theta
+    result = nearest.project(data, theta, reference, radius, abs_tol=abs_tol, basis=(D, U, N),
+                             nu=refined_nu if ok else None)
     out = _finish(result.theta, theta_start, result.multipliers, steps + result.iterations,
                   result.residuals["stationarity"], result.converged, factor)
     if out.converged:

@@ -77,6 +77,10 @@ def _selectors(n: int, d: int) -> np.ndarray:
     return np.einsum("ij,lm->iljm", q, np.eye(d)).reshape(n, d, (n - 1) * d)
 
 
+def _projected_slack(omega, h) -> float:
+    return float(np.abs(np.where(omega > 0.0, h, np.maximum(h, 0.0))).max(initial=0.0))
+
+
 def _project_dual(c_ref, a, B, gamma2, feas_tol, max_iterations):
     """min 1/2 ||c - c_ref||^2 s.t. h_i(c) = (||a_i + B_i c||^2 - gamma2) / 2 <= 0, by projected Newton
     ascent (Bertsekas 1982) on the concave dual over omega >= 0: c(omega) = M^-1 (c_ref - sum_i
@@ -114,6 +118,10 @@ def _project_dual(c_ref, a, B, gamma2, feas_tol, max_iterations):
             got = at(trial)
             if got[2] >= value + 1e-4 * float(h @ (trial - omega)) and got[2] > value - 1e-15 * abs(value):
                 break
+            # near the optimum the dual value is flat to its last bits: then a step that cuts the
+            # projected slack (the secular equations' residual) is taken, as Newton's method on them
+            if _projected_slack(trial, got[1]) < 0.5 * _projected_slack(omega, h):
+                break
             length *= 0.5
         else:
             break
@@ -122,24 +130,53 @@ def _project_dual(c_ref, a, B, gamma2, feas_tol, max_iterations):
     return c, omega, max_iterations, False
 
 
-def refine(data, theta, nu, radius, *, abs_tol: float, basis=None, max_iterations: int = 30):
+def refine(data, theta, nu, radius, *, abs_tol: float, basis=None, max_iterations: int = 30,
+           max_changes: int = 10):
     """Newton's method on L's KKT system over Theta~ with the balls of ``nu`` > 0 as equalities, from
-    ``theta`` near a minimiser (the proximal rounds' last point): (grad L + sum_A nu_i E_i' theta_i,
-    slack_A) = 0, least-squares steps (the system is singular where the data leave theta
-    unidentified; the minimum-norm step moves no further than needed), halved until the residual
-    falls.  Returns theta, nu and whether L's KKT conditions hold there (nu >= 0, the other balls
-    feasible, the residual and slack within ``abs_tol`` and ``FEAS_TOL`` gamma^2)."""
+    ``theta`` near a minimiser: (grad L + sum_A nu_i E_i' theta_i, slack_A) = 0, least-squares steps
+    (the system is singular where the data leave theta unidentified; the minimum-norm step moves no
+    further than needed), halved until the residual falls.  Where the solution has a negative
+    multiplier or violates another ball, the active set changes (the most negative multiplier
+    leaves, or the most violated ball joins) and Newton continues, at most ``max_changes`` times.
+    Returns theta, nu and whether L's KKT conditions hold there (nu >= 0, every ball feasible, the
+    residual and slack within ``abs_tol`` and ``FEAS_TOL`` gamma^2)."""
     n, d = theta.shape
     p = (n - 1) * d
     D = design(data) if basis is None else basis[0]
     E = _selectors(n, d) if radius is not None else np.zeros((0, d, p))
     gamma2 = float(radius) ** 2 if radius is not None else 0.0
     feas = FEAS_TOL * max(gamma2, 1.0)
-    active = np.flatnonzero(np.asarray(nu) > 0.0) if radius is not None else np.zeros(0, int)
     grad_hess = _loss(data, D)
     beta = to_reduced(theta - theta.mean(axis=0)).ravel()
-    mult = np.asarray(nu, float)[active] if len(active) else np.zeros(0)
-    EA = E[active]
+    full = np.zeros(len(E)) if radius is None else np.maximum(np.asarray(nu, float), 0.0)
+    if radius is not None:  # a ball at its radius (to the dual method's slack) starts active
+        slack = 0.5 * ((theta * theta).sum(axis=1) - gamma2)
+        full = np.where((full == 0.0) & (slack > -1e-4 * gamma2), 1e-300, full)
+    ok = False
+    for _ in range(max_changes + 1):
+        active = np.flatnonzero(full > 0.0)
+        beta, mult, converged = _equality_newton(grad_hess, beta, full[active], E[active], gamma2, abs_tol, feas,
+                                                 max_iterations)
+        full = np.zeros(len(E))
+        full[active] = mult
+        th = from_reduced(beta.reshape(n - 1, d))
+        slack = 0.5 * ((th * th).sum(axis=1) - gamma2) if radius is not None else np.zeros(0)
+        if not converged:
+            break
+        negative = mult < 0.0
+        violated = slack > feas
+        if not negative.any() and not violated.any():
+            ok = True
+            break
+        if negative.any():
+            full[active[np.argmin(mult)]] = 0.0
+        else:
+            full[int(np.argmax(slack))] = 1e-300  # joins the active set (its multiplier from Newton)
+    return from_reduced(beta.reshape(n - 1, d)), np.maximum(full, 0.0), ok
+
+
+def _equality_newton(grad_hess, beta, mult, EA, gamma2, abs_tol, feas, max_iterations):
+    p = beta.size
 
     def residual(beta, mult):
         g, H = grad_hess(beta)
@@ -148,10 +185,10 @@ def refine(data, theta, nu, radius, *, abs_tol: float, basis=None, max_iteration
         return np.concatenate([g + C @ mult, 0.5 * ((v * v).sum(axis=1) - gamma2)]), H, C
 
     r, H, C = residual(beta, mult)
-    q = p + len(active)
+    q = p + len(mult)
     for _ in range(max_iterations):
         if np.abs(r[:p]).max(initial=0.0) <= 0.1 * abs_tol and np.abs(r[p:]).max(initial=0.0) <= 0.1 * feas:
-            break
+            return beta, mult, True
         M = np.zeros((q, q))
         M[:p, :p] = H + np.einsum("i,idq,idr->qr", mult, EA, EA)
         M[:p, p:] = C
@@ -168,13 +205,7 @@ def refine(data, theta, nu, radius, *, abs_tol: float, basis=None, max_iteration
             break
         beta, mult = beta + length * step[:p], mult + length * step[p:]
         r, H, C = got
-    out = from_reduced(beta.reshape(n - 1, d))
-    full = np.zeros(len(E))
-    full[active] = mult
-    slack = 0.5 * ((out * out).sum(axis=1) - gamma2) if radius is not None else np.zeros(0)
-    ok = bool(np.abs(r[:p]).max(initial=0.0) <= abs_tol and np.abs(r[p:]).max(initial=0.0) <= feas
-              and np.all(mult >= 0.0) and np.all(slack <= feas))
-    return out, full, ok
+    return beta, mult, bool(np.abs(r[:p]).max(initial=0.0) <= abs_tol and np.abs(r[p:]).max(initial=0.0) <= feas)
 
 
 def _loss(data, D):
@@ -189,10 +220,17 @@ def _loss(data, D):
 
 
 def project(data, theta, reference, radius, *, abs_tol: float, max_iterations: int = MAX_ITERATIONS,
-            basis=None) -> NearestFit:
+            basis=None, nu=None) -> NearestFit:
     """The point of the argmin set nearest ``reference``, from ``theta``, a minimiser of L over Theta~
     (its stationarity, not checked here, makes the result's): the projection (module docstring,
-    stage 2), and the KKT residuals of the result (:func:`kkt`).  ``basis``: (D, U, N) if known."""
+    stage 2), and the KKT residuals of the result (:func:`kkt`).  ``basis``: (D, U, N) if known.
+
+    ``nu``, L's multipliers of the balls at ``theta``: every minimiser minimises the Lagrangian
+    L + sum_i nu_i (||theta_i||^2 - gamma^2) / 2, so the argmin set is theta + {N c : sum_i nu_i
+    ||E_i N c||^2 = 0} within the balls: the directions of N that move an item whose multiplier is
+    positive are not free (numerically: the eigenvectors of N' (sum_i nu_i E_i' E_i) N with
+    eigenvalues above ``RANK_RCOND`` times the largest are dropped).  Without them the projection
+    would meet balls tangent to each other, where the slack allowed moves theta by its square root."""
     n, d = theta.shape
     p = (n - 1) * d
     if p > MAX_PARAMETERS:
@@ -205,21 +243,26 @@ def project(data, theta, reference, radius, *, abs_tol: float, max_iterations: i
     E = _selectors(n, d) if radius is not None else np.zeros((0, d, p))
     gamma2 = float(radius) ** 2 if radius is not None else 0.0
     feas = FEAS_TOL * max(gamma2, 1.0)
+    if nu is not None and radius is not None and N.shape[1] and np.any(np.asarray(nu) > 0.0):
+        EN = np.einsum("idq,qk->idk", E, N)
+        lam, vec = np.linalg.eigh(np.einsum("i,idk,idl->kl", np.maximum(np.asarray(nu, float), 0.0), EN, EN))
+        free = lam <= RANK_RCOND * max(float(lam[-1]), 0.0)
+        N = N @ vec[:, free]
     beta = to_reduced(theta - theta.mean(axis=0)).ravel()
-    b = U.T @ beta
+    fixed = beta - N @ (N.T @ beta)  # U b* and the directions the balls' multipliers hold
     beta_ref = to_reduced(reference - reference.mean(axis=0)).ravel()
     c_ref = N.T @ beta_ref
     k = N.shape[1]
     near_tol = NEAREST_TOL * (1.0 + float(np.abs(beta_ref).max(initial=0.0)))
     iterations, ok, omega = 0, True, np.zeros(len(E))
     if k:
-        a = np.einsum("idq,q->id", E, U @ b)
+        a = np.einsum("idq,q->id", E, fixed)
         B = np.einsum("idq,qk->idk", E, N)
         # a ball that N does not reach is fixed by b* (and satisfied by theta): no constraint on c
         reach = np.abs(B).max(axis=(1, 2), initial=0.0) > 1e-12 if len(E) else np.zeros(0, bool)
         c, omega_r, iterations, ok = _project_dual(c_ref, a[reach], B[reach], gamma2, feas, max_iterations)
         omega[reach] = omega_r
-        beta = U @ b + N @ c
+        beta = fixed + N @ c
     theta_out = from_reduced(beta.reshape(n - 1, d))
     residuals = kkt(data, theta_out, reference, radius, U, N, D, E, omega)
     converged = (ok and residuals["stationarity"] <= abs_tol and residuals["nearest"] <= near_tol
