@@ -27,10 +27,11 @@ projection, N'(beta - beta_ref + sum_i omega_i E_i' theta_i) = 0 with omega >= 0
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg import LinAlgError, LinAlgWarning, cho_factor, cho_solve, solve
 from scipy.optimize import nnls
 from scipy.special import expit
 
@@ -38,7 +39,8 @@ from .contrasts import basis, from_reduced, to_reduced
 
 RANK_RCOND = 1e-10  # a unit direction v is identified where ||D v||^2 > RANK_RCOND ||D||_2^2
 NEAREST_TOL = 1e-10  # the projection's stationarity, relative to 1 + ||beta_ref||_inf
-FEAS_TOL = 1e-12  # ball slack (||theta_i||^2 - gamma^2) / 2 allowed, relative to gamma^2
+FEAS_TOL = 1e-10  # ball slack (||theta_i||^2 - gamma^2) / 2 allowed, relative to gamma^2
+NULL_DAMPING = 1e-9  # the Levenberg term of refine's steps in unidentified directions, relative
 MAX_ITERATIONS = 100  # Newton iterations of each stage (a budget: beyond it, not converged)
 MAX_PARAMETERS = 300  # dense algebra in (n-1) d: the large problems keep the tie-broken path
 
@@ -142,7 +144,7 @@ def refine(data, theta, nu, radius, *, abs_tol: float, basis=None, max_iteration
     residual and slack within ``abs_tol`` and ``FEAS_TOL`` gamma^2)."""
     n, d = theta.shape
     p = (n - 1) * d
-    D = design(data) if basis is None else basis[0]
+    D, _, N = (design(data), *split(design(data), p)) if basis is None else basis
     E = _selectors(n, d) if radius is not None else np.zeros((0, d, p))
     gamma2 = float(radius) ** 2 if radius is not None else 0.0
     feas = FEAS_TOL * max(gamma2, 1.0)
@@ -155,8 +157,12 @@ def refine(data, theta, nu, radius, *, abs_tol: float, basis=None, max_iteration
     ok = False
     for _ in range(max_changes + 1):
         active = np.flatnonzero(full > 0.0)
-        beta, mult, converged = _equality_newton(grad_hess, beta, full[active], E[active], gamma2, abs_tol, feas,
-                                                 max_iterations)
+        for null in (N, None):  # the damped steps first; where they stall, minimum-norm least squares (afresh)
+            got = _equality_newton(grad_hess, beta, full[active], E[active], gamma2, abs_tol, feas, max_iterations,
+                                   null)
+            if got[2]:
+                break
+        beta, mult, converged = got
         full = np.zeros(len(E))
         full[active] = mult
         th = from_reduced(beta.reshape(n - 1, d))
@@ -175,8 +181,14 @@ def refine(data, theta, nu, radius, *, abs_tol: float, basis=None, max_iteration
     return from_reduced(beta.reshape(n - 1, d)), np.maximum(full, 0.0), ok
 
 
-def _equality_newton(grad_hess, beta, mult, EA, gamma2, abs_tol, feas, max_iterations):
+def _equality_newton(grad_hess, beta, mult, EA, gamma2, abs_tol, feas, max_iterations, N):
+    """Newton's method on (grad L + sum_A mult_i E_i' E_i beta, slack_A) = 0.  Its Jacobian is singular
+    in the directions of N (no curvature of L) that no active ball bends; there the step's metric is
+    ``NULL_DAMPING`` times the largest curvature (a Levenberg term: it changes the steps, not the
+    equations they solve), so that a symmetric indefinite solve replaces least squares (6 ms a step
+    at 100 unknowns); least squares only where that solve fails (dependent active balls)."""
     p = beta.size
+    damping = N @ N.T if N is not None and N.shape[1] else None
 
     def residual(beta, mult):
         g, H = grad_hess(beta)
@@ -193,7 +205,16 @@ def _equality_newton(grad_hess, beta, mult, EA, gamma2, abs_tol, feas, max_itera
         M[:p, :p] = H + np.einsum("i,idq,idr->qr", mult, EA, EA)
         M[:p, p:] = C
         M[p:, :p] = C.T
-        step = np.linalg.lstsq(M, -r, rcond=1e-13)[0]
+        if damping is not None:
+            M[:p, :p] += NULL_DAMPING * max(float(np.abs(np.diag(H)).max(initial=0.0)), 1.0) * damping
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", LinAlgWarning)  # near-singular (dependent active balls)
+                step = solve(M, -r, assume_a="sym", check_finite=False)
+        except (LinAlgError, LinAlgWarning, ValueError):
+            step = None
+        if step is None or not np.all(np.isfinite(step)):
+            step = np.linalg.lstsq(M, -r, rcond=1e-13)[0]
         norm = float(r @ r)
         length = 1.0
         for _ in range(30):
