@@ -250,7 +250,8 @@ def project(data, theta, reference, radius, *, abs_tol: float, max_iterations: i
     L + sum_i nu_i (||theta_i||^2 - gamma^2) / 2, so the argmin set is theta + {N c : sum_i nu_i
     ||E_i N c||^2 = 0} within the balls: the directions of N that move an item whose multiplier is
     positive are not free (numerically: the eigenvectors of N' (sum_i nu_i E_i' E_i) N with
-    eigenvalues above ``RANK_RCOND`` times the largest are dropped).  Without them the projection
+    eigenvalues lambda above abs_tol / (2 gamma) are dropped: along the others, a move across the
+    balls changes L's stationarity residual by at most 2 gamma lambda, within its tolerance).  Without them the projection
     would meet balls tangent to each other, where the slack allowed moves theta by its square root."""
     n, d = theta.shape
     p = (n - 1) * d
@@ -267,7 +268,9 @@ def project(data, theta, reference, radius, *, abs_tol: float, max_iterations: i
     if nu is not None and radius is not None and N.shape[1] and np.any(np.asarray(nu) > 0.0):
         EN = np.einsum("idq,qk->idk", E, N)
         lam, vec = np.linalg.eigh(np.einsum("i,idk,idl->kl", np.maximum(np.asarray(nu, float), 0.0), EN, EN))
-        free = lam <= RANK_RCOND * max(float(lam[-1]), 0.0)
+        # free where moving an item across its ball (at most 2 gamma) against its multiplier changes
+        # L's stationarity residual by less than its tolerance
+        free = lam * 2.0 * float(radius) <= abs_tol
         N = N @ vec[:, free]
     beta = to_reduced(theta - theta.mean(axis=0)).ravel()
     fixed = beta - N @ (N.T @ beta)  # U b* and the directions the balls' multipliers hold
