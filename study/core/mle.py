@@ -356,7 +356,7 @@ def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:
 
 
 def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius: float | None = None,
-            tie_break: str = "min_norm", reference=None, tol: float | None = None) -> np.ndarray:
+            tie_break: str = "min_norm", reference=None, tol: float | None = None, exact: bool = False) -> np.ndarray:
     """Sum-to-zero (penalised, constrained) MLE of the contextual BTL model (paper eq. ``lik``).
 
     Parameters
@@ -386,6 +386,11 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     tol : float, optional
         The KKT residual at which the Newton iterations stop, relative to the data: a number in
         (0, 1] (default 1e-11, 1e-10 with a ridge).
+    exact : bool
+        Without a ridge: the exact nearest argmin (the minimiser of L, over the balls if
+        ``radius``, nearest ``reference``, or 0 with ``tie_break="min_norm"``;
+        :func:`exact_nearest`, docs/core.md "Exact nearest argmin") instead of the tie-broken point.
+        Up to 300 parameters ((n_items - 1) d).
 
     Returns
     -------
@@ -428,6 +433,11 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
     wins, ties = outcomes.counted(wins, m, ties)
     ridge = check.real("ridge", ridge, low=0.0)
+    if not isinstance(exact, (bool, np.bool_)):
+        raise ValueError(f"exact must be True or False, got {exact!r}")
+    if exact and (n_items - 1) * X.shape[1] > nearest.MAX_PARAMETERS:
+        raise ValueError(f"exact=True solves up to {nearest.MAX_PARAMETERS} parameters ((n_items - 1) d), "
+                         f"got {(n_items - 1) * X.shape[1]}")
     if radius is not None:
         radius = check.real("radius", radius, low=0.0, low_open=True)
     if tol is not None:
@@ -464,7 +474,7 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
         if ridge == 0.0 and radius is None and not separation_first:
             refuse_if_separable(i, j, X, wins, m, n_items)
         data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
-        result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol)
+        result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol, exact=exact)
     if not result.converged:
         warnings.warn(f"fit_btl did not reach its stopping rule (KKT residual {result.kkt_residual:.3g}): "
                       f"{nonconvergence_advice(X)}", RuntimeWarning, stacklevel=2)

@@ -103,7 +103,7 @@ class Setting:
     tie_break: str = "nearest"
     """Where the data leave theta unidentified: ``"nearest"`` to theta(t-1), or ``"min_norm"`` (the
     tie-broken point of the proximal term, polished); ``"exact"``: stage 1's exact nearest argmin to
-    theta(t-1) (:func:`study.core.mle.exact_nearest`; selectable, not yet the default)."""
+    theta(t-1) (docs/core.md; selectable, not yet the default)."""
     ci_every: int = 10
     """Record the debiased CIs every this many steps (0: never); a policy that asks for the
     debiased estimate gets it at every step regardless."""
