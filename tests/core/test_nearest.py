@@ -29,8 +29,16 @@ from scipy.optimize import minimize
 from study.core import nearest
 from study.core.likelihood import ComparisonData
 from study.core.mle import DEFAULT_TOL, exact_nearest
+from study.core.threads import one_blas_thread
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "stage1_problems.npz"
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    # small dense algebra (and SLSQP's): BLAS threads only spin on a loaded machine
+    with one_blas_thread():
+        yield
 # which problems are slivers was measured, not chosen: SLSQP minimising ||theta - theta_ref|| subject
 # to L(theta) <= L(estimate) (1 + 1e-13) and the balls finds points closer than the estimate by
 # 9.6e-2 (A8), 6.6e-4 (A15), 2.4e-4 (A45) and 2.7e-2 (B80): L is flat to its rounding across them;
@@ -153,3 +161,16 @@ def test_unidentified_directions_take_the_reference():
     np.testing.assert_allclose(N.T @ beta, N.T @ ref, atol=1e-12)
     # and the identified part is the MLE: each row's margin at its empirical log-odds
     np.testing.assert_allclose(D @ beta, np.log(np.array([3.0, 2.0]) / np.array([2.0, 3.0])), atol=1e-9)
+
+
+def test_the_schedule_runs_stage_1_exactly():
+    """``tie_break="exact"``: stage 1 refits by the exact nearest argmin (its own trajectory), stage
+    2 unchanged; a bad name is refused."""
+    from study.simulation.replication import run_replication
+    from study.simulation.settings import SETTINGS
+
+    exact = run_replication("A", "RB", 3, T=12, T0=8, ci_every=0, tie_break="exact")
+    assert exact.cost["steps_tie_break"] + exact.cost["steps_exact_balls"] + exact.cost["steps_identified"] == 8
+    assert np.isfinite(exact.to_frame()["trajectory"]["rel_error"]).all()
+    with pytest.raises(ValueError, match="tie_break"):
+        SETTINGS["A"].replace(tie_break="exactly")
