@@ -190,8 +190,8 @@ def _equality_newton(grad_hess, beta, mult, EA, gamma2, abs_tol, feas, max_itera
     p = beta.size
     damping = N @ N.T if N is not None and N.shape[1] else None
 
-    def residual(beta, mult):
-        g, H = grad_hess(beta)
+    def residual(beta, mult, hessian=True):  # the line search needs no Hessian
+        g, H = grad_hess(beta, hessian)
         v = np.einsum("idq,q->id", EA, beta)
         C = np.einsum("idq,id->qi", EA, v)
         return np.concatenate([g + C @ mult, 0.5 * ((v * v).sum(axis=1) - gamma2)]), H, C
@@ -218,14 +218,15 @@ def _equality_newton(grad_hess, beta, mult, EA, gamma2, abs_tol, feas, max_itera
         norm = float(r @ r)
         length = 1.0
         for _ in range(30):
-            got = residual(beta + length * step[:p], mult + length * step[p:])
+            got = residual(beta + length * step[:p], mult + length * step[p:], hessian=False)
             if float(got[0] @ got[0]) < norm:
                 break
             length *= 0.5
         else:
             break
         beta, mult = beta + length * step[:p], mult + length * step[p:]
-        r, H, C = got
+        r, _, C = got
+        H = grad_hess(beta)[1]
     return beta, mult, bool(np.abs(r[:p]).max(initial=0.0) <= abs_tol and np.abs(r[p:]).max(initial=0.0) <= feas)
 
 
@@ -233,10 +234,10 @@ def _loss(data, D):
     t = data.t
     m, wins = data.m[:t], data.wins[:t]
 
-    def grad_hess(beta):
+    def grad_hess(beta, hessian=True):
         u = D @ beta
         s = expit(u)
-        return (m * s - wins) @ D, D.T @ ((m * s * (1.0 - s))[:, None] * D)
+        return (m * s - wins) @ D, (D.T @ ((m * s * (1.0 - s))[:, None] * D) if hessian else None)
     return grad_hess
 
 
