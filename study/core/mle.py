@@ -58,7 +58,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, lapack
 
 from . import _validate as check
-from . import batch, costs, decisions, outcomes
+from . import batch, costs, decisions, nearest, outcomes
 from .aggregate import aggregate
 from .balls import active_set_newton, dual_ascent
 from .contrasts import from_reduced, to_reduced
@@ -81,6 +81,9 @@ EXACT_ACTIVE_SET_ITERATIONS = 25
 # (4,950 rows of 100 items: 0.2-0.45 s against 10 ms).  Below it the row store's path is kept, so that
 # the derived data of study.llm.prepare (at most 3,460 rows) stay byte-identical.
 BATCH_MIN_ROWS = 4096
+# proximal-point rounds of the exact nearest argmin's first stage (exact_nearest); measured on Settings
+# A and B (RB, stage 1): at most 8 needed
+EXACT_PROX_ROUNDS = 20
 
 
 @dataclass
@@ -97,12 +100,29 @@ class FitResult:
 def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, radius: float | None = None,
           reference: np.ndarray | None = None, prox: float | None = None, multipliers: np.ndarray | None = None,
           tol: float | None = None, max_steps: int = 100, max_dual_steps: int = 100, factor_hint=None,
-          start=None, pending=None) -> FitResult:
+          start=None, pending=None, exact: bool = False) -> FitResult:
     """Minimise L(theta) + ridge/2 ||theta||^2 [+ prox/2 ||theta - reference||^2] over the sum-zero
     space, with ||theta_i|| <= radius if given.  ``prox`` defaults to ``TIE_BREAK_WEIGHT`` when
     ridge == 0 (the tie-break, see module docstring) and to 0 otherwise.  ``start``, a
     :class:`study.core.newton.Point` on ``data`` (the previous fit's ``point``, extended by the new
-    rows), replaces ``theta_start`` without ball constraints: the first pass over the rows is saved."""
+    rows), replaces ``theta_start`` without ball constraints: the first pass over the rows is saved.
+    ``exact`` (without a ridge, up to ``nearest.MAX_PARAMETERS`` parameters; larger problems keep the
+    tie-broken point): the exact nearest argmin (:func:`exact_nearest`; ``reference`` None is 0)."""
+    if exact and ridge == 0.0 and data.n_parameters <= nearest.MAX_PARAMETERS:
+        return exact_nearest(data, theta_start, radius=radius, reference=reference, prox=prox, multipliers=multipliers,
+                             tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=factor_hint,
+                             start=start, pending=pending)
+    return _solve(data, theta_start, ridge=ridge, radius=radius, reference=reference, prox=prox,
+                  multipliers=multipliers, tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps,
+                  factor_hint=factor_hint, start=start, pending=pending)
+
+
+def _solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, radius: float | None = None,
+           reference: np.ndarray | None = None, prox: float | None = None, multipliers: np.ndarray | None = None,
+           tol: float | None = None, max_steps: int = 100, max_dual_steps: int = 100, factor_hint=None,
+           start=None, pending=None, ball_tol: float | None = None) -> FitResult:
+    """:func:`solve` without ``exact``; ``ball_tol``: the ball slack allowed, relative to radius^2
+    (default ``BALL_TOL``)."""
     n, d = theta_start.shape
     # a start point is at theta_start (the previous fit's, which sums to zero): no centring
     theta = theta_start if start is not None else theta_start - theta_start.sum(axis=0) / n  # = mean, cheaper
@@ -132,7 +152,7 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
 
     # Ball constraints: projected Newton ascent on the dual over nu >= 0 (study.core.balls).
     gamma2 = float(radius) ** 2
-    feas_tol = BALL_TOL * gamma2
+    feas_tol = (BALL_TOL if ball_tol is None else ball_tol) * gamma2
     nu = np.zeros(n) if multipliers is None else np.maximum(np.asarray(multipliers, float), 0.0)
     if not nu.any():
         # cheap start: shrink theta into the ball (keeps warm starts feasible-ish)
@@ -158,8 +178,8 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
             return _finish(exact.theta, theta_start, exact.nu, fit.steps + exact.steps, exact.residual, True,
                            exact.factor)
     elif not fit.converged and factor_hint is not None:  # a stale warm start can mislead: retry cold
-        return solve(data, theta_start, ridge=ridge, radius=radius, reference=reference, prox=prox,
-                     tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps)
+        return _solve(data, theta_start, ridge=ridge, radius=radius, reference=reference, prox=prox,
+                      tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps, ball_tol=ball_tol)
     theta, nu, residual, converged, last_factor = fit.theta, fit.nu, fit.residual, fit.converged, fit.factor
     point = fit.point
     if converged and prox > 0.0 and not np.any(nu) and last_factor is not None:
@@ -182,14 +202,72 @@ def solve(data: ComparisonData, theta_start: np.ndarray, *, ridge: float = 0.0, 
         if first.converged and _unique(data, first.theta, base_quad - prox + first.nu):
             return _finish(first.theta, theta_start, first.nu, fit.steps + first.steps, first.residual, True,
                            first.factor)
-        exact = solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
-                      max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=last_factor)
+        exact = _solve(data, theta, ridge=ridge, radius=radius, prox=0.0, multipliers=nu, tol=tol,
+                       max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=last_factor, ball_tol=ball_tol)
         if exact.converged:
             return exact
         costs.add("exact_fallbacks")
     fit = _finish(theta, theta_start, nu, fit.steps, residual, converged, last_factor)
     fit.point = point if fit.converged else None
     return fit
+
+
+def exact_nearest(data: ComparisonData, theta_start: np.ndarray, *, radius: float | None = None,
+                  reference: np.ndarray | None = None, prox: float | None = None, multipliers=None,
+                  tol: float | None = None, max_steps: int = 100, max_dual_steps: int = 100, factor_hint=None,
+                  start=None, pending=None, rounds: int = EXACT_PROX_ROUNDS) -> FitResult:
+    """Stage 1's estimate as its optimisation problem: the minimiser of L over Theta~ nearest
+    ``reference`` (0 if None), to the KKT tolerances of :mod:`study.core.nearest`.
+
+    1. A minimiser of L over Theta~ (the balls to the slack ``nearest.FEAS_TOL`` gamma^2): the
+       tie-broken fit (``prox``: None the tie-break weight, 0 where the caller knows the data identify
+       theta), then, until L's KKT residual (with the best nonnegative multipliers of the active
+       balls) meets the tolerance, proximal-point rounds theta <- argmin L + eps/2 ||. - theta||^2
+       over Theta~ with eps shrinking tenfold a round (at most ``rounds``): each a strictly convex
+       problem :func:`_solve` computes; any minimiser has the margins u* of all of them.
+    2. The projection of ``reference`` onto {theta in Theta~ : R theta = u*}
+       (:func:`study.core.nearest.project`).
+
+    ``converged`` is the KKT rule of the result, ``kkt_residual`` L's stationarity residual and
+    ``multipliers`` L's multipliers of the balls there."""
+    n, d = theta_start.shape
+    comparisons = data.total_comparisons
+    if tol is None:
+        tol = DEFAULT_TOL
+    abs_tol = tol * (1.0 + comparisons)
+    reference = np.zeros((n, d)) if reference is None else reference
+    fit = _solve(data, theta_start, radius=radius, reference=reference, prox=prox, multipliers=multipliers, tol=tol,
+                 max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=factor_hint, start=start,
+                 pending=pending)
+    steps = fit.newton_steps
+    D = nearest.design(data)
+    U, N = nearest.split(D, data.n_parameters)
+    theta, nu, factor = fit.theta, fit.multipliers, fit.factor
+    # the tie-broken fit's balls and multipliers are a start for Newton's method on L's KKT system
+    # (nearest.refine: the balls exact, the range part b* with them); where that fails, proximal rounds
+    # first (each a strictly convex problem _solve computes), then again
+    refined, refined_nu, ok = nearest.refine(data, theta, nu, radius, abs_tol=abs_tol, basis=(D, U, N))
+    eps = TIE_BREAK_WEIGHT * (1.0 + comparisons) / n
+    for _ in range(rounds if not ok else 0):
+        eps *= 0.1
+        fit = _solve(data, theta, radius=radius, reference=theta, prox=eps, multipliers=nu if nu.any() else None,
+                     tol=tol, max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=factor)
+        steps += fit.newton_steps
+        theta, nu = fit.theta, fit.multipliers
+        factor = fit.factor if fit.factor is not None else factor
+        refined, refined_nu, ok = nearest.refine(data, theta, nu, radius, abs_tol=abs_tol, basis=(D, U, N))
+        if ok:
+            break
+    theta = refined if ok else theta
+    result = nearest.project(data, theta, reference, radius, abs_tol=abs_tol, basis=(D, U, N),
+                             nu=refined_nu if ok else None)
+    out = _finish(result.theta, theta_start, result.multipliers, steps + result.iterations,
+                  result.residuals["stationarity"], result.converged, factor)
+    if out.converged:
+        beta = to_reduced(out.theta).ravel()
+        u = data.reduced_margins(beta)
+        out.point = Point(beta, u, data.reduced_gradient(u))
+    return out
 
 
 def _unique(data, theta, quad) -> bool:
@@ -278,7 +356,7 @@ def _finish(theta, fallback, nu, steps, residual, ok, factor=None) -> FitResult:
 
 
 def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius: float | None = None,
-            tie_break: str = "min_norm", reference=None, tol: float | None = None) -> np.ndarray:
+            tie_break: str = "min_norm", reference=None, tol: float | None = None, exact: bool = False) -> np.ndarray:
     """Sum-to-zero (penalised, constrained) MLE of the contextual BTL model (paper eq. ``lik``).
 
     Parameters
@@ -308,6 +386,11 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     tol : float, optional
         The KKT residual at which the Newton iterations stop, relative to the data: a number in
         (0, 1] (default 1e-11, 1e-10 with a ridge).
+    exact : bool
+        Without a ridge: the exact nearest argmin (the minimiser of L, over the balls if
+        ``radius``, nearest ``reference``, or 0 with ``tie_break="min_norm"``;
+        :func:`exact_nearest`, docs/core.md "Exact nearest argmin") instead of the tie-broken point.
+        Up to 300 parameters ((n_items - 1) d).
 
     Returns
     -------
@@ -350,6 +433,11 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
     i, j, X, wins, m = check.comparisons(i, j, X, wins, m, n_items)
     wins, ties = outcomes.counted(wins, m, ties)
     ridge = check.real("ridge", ridge, low=0.0)
+    if not isinstance(exact, (bool, np.bool_)):
+        raise ValueError(f"exact must be True or False, got {exact!r}")
+    if exact and (n_items - 1) * X.shape[1] > nearest.MAX_PARAMETERS:
+        raise ValueError(f"exact=True solves up to {nearest.MAX_PARAMETERS} parameters ((n_items - 1) d), "
+                         f"got {(n_items - 1) * X.shape[1]}")
     if radius is not None:
         radius = check.real("radius", radius, low=0.0, low_open=True)
     if tol is not None:
@@ -386,7 +474,7 @@ def fit_btl(i, j, X, wins, m, n_items, *, ties=None, ridge: float = 0.0, radius:
         if ridge == 0.0 and radius is None and not separation_first:
             refuse_if_separable(i, j, X, wins, m, n_items)
         data = ComparisonData.from_rows(i, j, X, wins, m, n_items)
-        result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol)
+        result = solve(data, start, ridge=ridge, radius=radius, reference=reference, tol=tol, exact=exact)
     if not result.converged:
         warnings.warn(f"fit_btl did not reach its stopping rule (KKT residual {result.kkt_residual:.3g}): "
                       f"{nonconvergence_advice(X)}", RuntimeWarning, stacklevel=2)

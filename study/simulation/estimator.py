@@ -114,10 +114,10 @@ class Estimate:
                     self.identified = identified(self.data, self.theta, np.zeros(self.data.n_items))
                 else:
                     costs.add("null_vector_shortcuts")  # counted into self.work (update's block)
-            reference = self.theta if s.tie_break == "nearest" else None
+            reference = self.theta if s.tie_break in ("nearest", "exact") else None
             fit = solve(self.data, self.theta, radius=s.gamma, reference=reference, multipliers=self.multipliers,
                         factor_hint=self.factor, prox=0.0 if self.identified else None, start=start,
-                        pending=pending)
+                        pending=pending, exact=s.tie_break == "exact")
             if not fit.converged and self.identified:  # near-separable data: fall back on the tie-break term
                 fit = solve(self.data, self.theta, radius=s.gamma, reference=reference)
             self.multipliers = fit.multipliers

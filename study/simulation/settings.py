@@ -13,7 +13,7 @@ from ..core import _validate as check
 from ..core.limits import MEMORY_LIMIT_BYTES, TIME_LIMIT_SECONDS, check_replication_size
 from .graph import GRAPHS, check_edges
 
-TIE_BREAKS = ("nearest", "min_norm")
+TIE_BREAKS = ("nearest", "min_norm", "exact")
 TRUTHS = ("paired", "identity", "normal")
 # What a method whose rule needs Phi does while Phi does not exist (docs/baselines.md, "One warm-up
 # protocol"): its own rule, uniformly random edges, or the greedy item against a uniform neighbour.
@@ -101,7 +101,9 @@ class Setting:
     """Stage-2 ridge scale: lambda_t = c_lambda sqrt(t M log T / n) (label ``opt``); the paper
     gives no value (docs/sensitivity.md)."""
     tie_break: str = "nearest"
-    """Where the data leave theta unidentified: ``"nearest"`` to theta(t-1), or ``"min_norm"``."""
+    """Where the data leave theta unidentified: ``"nearest"`` to theta(t-1), or ``"min_norm"`` (the
+    tie-broken point of the proximal term, polished); ``"exact"``: stage 1's exact nearest argmin to
+    theta(t-1) (docs/core.md; selectable, not yet the default)."""
     ci_every: int = 10
     """Record the debiased CIs every this many steps (0: never); a policy that asks for the
     debiased estimate gets it at every step regardless."""
