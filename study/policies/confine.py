@@ -50,6 +50,8 @@ _ALWAYS = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pid
            "request_key", "reboot", "swapon", "swapoff", "fanotify_init", "move_mount", "open_tree", "fsopen",
            "fsmount", "fspick", "mount_setattr", "kcmp")
 _SIGNALS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+_FOUND: list = []  # status(), once per process (the bindings' imports run ldconfig)
+_PREPARED: list = []  # prepare() ran here: BLAS already limited to one thread
 
 
 class ConfinementUnavailable(RuntimeError):
@@ -66,7 +68,33 @@ def asker_path() -> list:
 
 def status() -> dict:
     """What this machine offers: ``{"landlock_abi": int or None, "seccomp": str or None (the
-    libseccomp version), "available": bool, "reason": str}``."""
+    libseccomp version), "available": bool, "reason": str}`` (found once per process)."""
+    if not _FOUND:
+        _FOUND.append(_status())
+    return dict(_FOUND[0])
+
+
+def prepare() -> None:
+    """In a process that forks policy processes, before the first fork: import the bindings, find
+    what the machine offers and limit BLAS to one thread, so that each forked child's
+    :func:`confine` does none of it again (about 30 ms of a child's start, ``ldconfig`` included)."""
+    if not status()["available"]:
+        return
+    from landlock import FSAccess, Ruleset
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1)
+    warm = Ruleset()  # the bindings' first calls (ctypes look-ups, flag combinations), never applied
+    try:
+        warm.allow(sys.prefix, rules=FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE)
+        warm.allow(os.devnull, rules=FSAccess.READ_FILE | FSAccess.WRITE_FILE)
+        FSAccess.READ_FILE | FSAccess.EXECUTE
+    finally:
+        os.close(warm._fd)
+    _filter(frozenset())  # built, never loaded
+    _PREPARED.append(True)
+
+
+def _status() -> dict:
     abi, seccomp, reasons = None, None, []
     if not sys.platform.startswith("linux"):
         reasons.append(f"not Linux ({sys.platform})")
@@ -142,7 +170,7 @@ def confine(scratch: str, needs=frozenset(), hidden=(), extra_reads=()) -> dict:
     found = status()
     if not found["available"]:
         raise ConfinementUnavailable(found["reason"] or "kernel confinement is unavailable here")
-    if "threads" not in needs and "processes" not in needs:  # BLAS would start its threads, refused, and fail
+    if not _PREPARED and "threads" not in needs and "processes" not in needs:  # BLAS would start threads, refused
         from threadpoolctl import threadpool_limits
         threadpool_limits(1)
     _landlock(scratch, needs, hidden, extra_reads)
@@ -171,6 +199,10 @@ def _landlock(scratch: str, needs, hidden, extra_reads) -> None:
 
 
 def _seccomp(needs) -> None:
+    _filter(needs).load()
+
+
+def _filter(needs):
     import pyseccomp as sc
     refuse = sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(sc.ALLOW)
@@ -198,7 +230,7 @@ def _seccomp(needs) -> None:
     if "sockets" not in needs:
         for name in _SOCKET_CALLS:
             deny(name)
-    f.load()
+    return f
 
 
 def scratch_dir() -> str:

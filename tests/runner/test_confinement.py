@@ -97,6 +97,7 @@ def test_the_channel_refuses_anything_but_its_format():
     """Messages written straight into the channel: an old-protocol pickle, an unknown kind, a
     choice whose flag is not 0/1, an oversized error text; each is refused, named, unread."""
     import os
+    import threading
 
     from study.simulation.replication import run_replication
 
@@ -110,11 +111,12 @@ def test_the_channel_refuses_anything_but_its_format():
         process = sandbox._Process.__new__(sandbox._Process)
         process.owner = sandbox.ConfinedFactory("crafted")
         process.up, process.down, process.pidfd, process.deadline = read, None, None, None
+        process.expired, process.watchdog, process._kill_lock = False, None, threading.Lock()
         process.reader = sandbox._Buffered(read)
         process.scratch = confine.scratch_dir()
         policy = sandbox.RemotePolicy(process, False)
         policy._first = False
-        policy._process.send = lambda kind, obj: None
+        policy._process.send = lambda frames: None
         with pytest.raises(sandbox.PolicyProcessError, match=expected):
             run_replication("A", "crafted", 1, T=5, T0=2, policy=lambda setting: policy)
 
