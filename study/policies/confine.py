@@ -51,7 +51,7 @@ _ALWAYS = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pid
            "fsmount", "fspick", "mount_setattr", "kcmp")
 _SIGNALS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 _FOUND: list = []  # status(), once per process (the bindings' imports run ldconfig)
-_PREPARED: list = []  # prepare() ran here: BLAS already limited to one thread
+_PREPARED: list = []  # prepare() ran here: the BLAS libraries found (a threadpoolctl controller)
 
 
 class ConfinementUnavailable(RuntimeError):
@@ -76,13 +76,13 @@ def status() -> dict:
 
 def prepare() -> None:
     """In a process that forks policy processes, before the first fork: import the bindings, find
-    what the machine offers and limit BLAS to one thread, so that each forked child's
+    what the machine offers and find the BLAS libraries, so that each forked child's
     :func:`confine` does none of it again (about 30 ms of a child's start, ``ldconfig`` included)."""
     if not status()["available"]:
         return
     from landlock import FSAccess, Ruleset
-    from threadpoolctl import threadpool_limits
-    threadpool_limits(1)
+    from threadpoolctl import ThreadpoolController
+    controller = ThreadpoolController()
     warm = Ruleset()  # the bindings' first calls (ctypes look-ups, flag combinations), never applied
     try:
         warm.allow(sys.prefix, rules=FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE)
@@ -91,7 +91,7 @@ def prepare() -> None:
     finally:
         os.close(warm._fd)
     _filter(frozenset())  # built, never loaded
-    _PREPARED.append(True)
+    _PREPARED.append(controller)
 
 
 def _status() -> dict:
@@ -170,9 +170,12 @@ def confine(scratch: str, needs=frozenset(), hidden=(), extra_reads=()) -> dict:
     found = status()
     if not found["available"]:
         raise ConfinementUnavailable(found["reason"] or "kernel confinement is unavailable here")
-    if not _PREPARED and "threads" not in needs and "processes" not in needs:  # BLAS would start threads, refused
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(1)
+    if "threads" not in needs and "processes" not in needs:  # BLAS would start threads, refused, and fail
+        if _PREPARED:  # the libraries found before the fork (OpenBLAS sets its threads up again in each child)
+            _PREPARED[0].limit(limits=1)
+        else:
+            from threadpoolctl import threadpool_limits
+            threadpool_limits(1)
     _landlock(scratch, needs, hidden, extra_reads)
     _seccomp(needs)
     return {"landlock_abi": found["landlock_abi"], "seccomp": found["seccomp"], "lifted": sorted(set(needs))}
