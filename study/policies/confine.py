@@ -33,7 +33,6 @@ either is missing user policies run only with ``--trust-policy-code``.
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import sys
 
@@ -58,7 +57,6 @@ class ConfinementUnavailable(RuntimeError):
     """This machine cannot confine a policy's process (no Landlock, no seccomp, not Linux)."""
 
 
-@functools.lru_cache(1)
 def asker_path() -> list:
     """This process's ``sys.path`` for a confined child, relative entries (``""`` is the working
     directory) made absolute: the child works in its scratch directory, where they would name

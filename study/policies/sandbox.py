@@ -36,6 +36,7 @@ message out of turn) ends the replication as failed with :class:`ChannelError`.
 """
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -58,6 +59,7 @@ _UPDATE = struct.Struct("<qqBq")  # a U frame: major, other, explored, wins
 CHOICE = struct.Struct("<qqB")
 READY = struct.Struct("<B")
 TEXT = struct.Struct("<I")
+MAX_DESCRIPTION = 1 << 20
 MAX_TEXT = 16384  # an error's first line, then the policy's traceback (its last lines kept)
 _LOCK = threading.Lock()
 _SERVER: list = []
@@ -163,6 +165,11 @@ class _Child:
                 factory = __import__(loader, fromlist=["loads"]).loads(data)
             else:
                 factory = resolve_policy(method)
+            if job.get("describe"):  # the asker's questions (registry.describe_import_path)
+                from .provenance import description
+                data = json.dumps(description(method, factory)).encode("utf-8")
+                _write_all(self.up, b"J" + TEXT.pack(len(data)) + data)
+                return
             self.policy = make_policy(method, job["setting"], factory)
         except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
             _send_text(self.up, self._failure(exc, "building the policy"))
@@ -403,7 +410,7 @@ class ConfinedFactory:
 
 
 class _Process:
-    def __init__(self, owner: ConfinedFactory, setting, kernel: bool):
+    def __init__(self, owner: ConfinedFactory, setting, kernel: bool, describe: bool = False):
         self.owner, self.scratch = owner, confine.scratch_dir()
         self.expired, self.watchdog, self._kill_lock = False, None, threading.Lock()
         # A policy that may start processes could hand its channel to one that outlives it: its
@@ -411,7 +418,8 @@ class _Process:
         self.deadline = (None if owner.seconds is None or "processes" not in owner.needs
                          else time.monotonic() + owner.seconds)
         job = {"method": owner.method, "factory": owner.factory_bytes, "needs": owner.needs, "hidden": owner.hidden,
-               "confine": kernel, "scratch": self.scratch, "path": confine.asker_path(), "setting": setting}
+               "confine": kernel, "scratch": self.scratch, "path": confine.asker_path(), "setting": setting,
+               "describe": describe}
         self.pidfd = self.down = self.up = None
         with _LOCK:
             try:
@@ -428,6 +436,19 @@ class _Process:
             self.watchdog.start()
         self.reader = _Buffered(self.up)
         kind = self.kind()
+        if describe:
+            if kind != b"J":
+                self.unexpected(kind, "J")
+            (n,) = TEXT.unpack(self.read(TEXT.size))
+            if n > MAX_DESCRIPTION:
+                raise self.fail(ChannelError, f"a description of {n} bytes (at most {MAX_DESCRIPTION})")
+            data = self.read(n)
+            self.close()
+            try:
+                self.description = json.loads(data.decode("utf-8"))  # data, never run
+            except ValueError:
+                raise ChannelError(f"ChannelError: the description of policy {owner.method!r} is not JSON") from None
+            return
         if kind != b"R":
             self.unexpected(kind, "R")
         has_update = READY.unpack(self.read(READY.size))[0]

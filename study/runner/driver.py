@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..policies import ALL_METHODS, confine, resolve_policy
+from ..policies import ALL_METHODS, confine, registered_policies, resolve_policy
 from ..policies.hooks import needs_of
+from ..policies.registry import declared_needs
 from ..results import storage
 from ..results.storage import dataset_dirs
 from . import manifest as manifests
@@ -349,10 +350,12 @@ def user_policies(plan) -> dict:
     for method in dict.fromkeys(c.method for c in plan.cells):
         if method in ALL_METHODS:
             continue
-        factory = resolve_policy(method)
-        needs[method] = sorted(needs_of(factory))
-        module = method.partition(":")[0] if ":" in method else getattr(getattr(factory, "func", factory),
-                                                                        "__module__", None)
+        if method not in registered_policies() and ":" in method:  # never imported here (a confined process reads it)
+            needs[method], module = sorted(declared_needs(method)), method.partition(":")[0]
+        else:
+            factory = resolve_policy(method)
+            needs[method] = sorted(needs_of(factory))
+            module = getattr(getattr(factory, "func", factory), "__module__", None)
         if module and module not in ("__main__", "builtins"):
             modules.add(module.partition(".")[0])
     return {"needs": needs, "modules": sorted(modules - {"study"})}

@@ -196,3 +196,34 @@ def test_every_message_of_the_channel_gives_the_in_process_run():
     for column in ("major", "other", "explored", "regret", "rel_error"):
         assert np.array_equal(got.trajectory[column], want.trajectory[column], equal_nan=True), column
     assert np.asarray(got.trajectory["explored"]).any()
+
+
+def test_the_driver_never_imports_a_user_module(ray_session, tmp_path):
+    """A user module's top-level code (here: it sets an environment variable and writes a marker
+    file) runs only in confined processes: the driver finds, hashes and records the policy without
+    importing it, and its replications equal RB's."""
+    import hashlib
+    import os
+    import sys
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[1] / "support" / "toplevel_policy.py"
+    marker = Path(os.environ.get("TMPDIR") or "/tmp") / ("study-toplevel-" + hashlib.sha1(str(source).encode()).hexdigest()[:12])
+    marker.unlink(missing_ok=True)
+    os.environ.pop("STUDY_TOPLEVEL_POLICY_RAN", None)
+    method = "toplevel_policy:Clean"
+    plan = runner.make_plan("regret", settings=["A"], methods=["RB", method], reps=1, overrides=TINY)
+    record = plan.fingerprint()["policies"][method]
+    assert record["source_sha256"] == hashlib.sha256(
+        f"toplevel_policy.py\0{hashlib.sha256(source.read_bytes()).hexdigest()}\n".encode()).hexdigest()
+    out = tmp_path / "out"
+    assert runner.run_study(plan, out, progress=False, log=quiet).ok
+    assert "toplevel_policy" not in sys.modules
+    assert "STUDY_TOPLEVEL_POLICY_RAN" not in os.environ and not marker.exists()
+    frame = study.load(out, "regret").sort_values(["method", "rep", "t"])
+    rb, own = (frame[frame.method == m].reset_index(drop=True) for m in ("RB", method))
+    assert len(own) == TINY["T"]
+    for column in VALUES:
+        assert np.array_equal(rb[column].to_numpy(), own[column].to_numpy()), column
+    manifest = storage.read_manifest(out, "regret")
+    assert manifest["fingerprint"]["policies"][method]["source_sha256"] == record["source_sha256"]
