@@ -140,11 +140,18 @@ def readable_roots(hidden=(), extra=()) -> list:
     kept = [r for r in roots if not any(_beneath(r, k) and r != k for k in roots)]  # the outermost only
     out = []
     for root in kept:
-        out.extend(_cut(root, [h for h in hidden if _beneath(h, root)]))
+        out.extend(_cut(root, [h for h in hidden if _beneath(h, root)], hidden))
     return out
 
 
-def _cut(root: str, hidden: list) -> list:
+def _cut(root: str, hidden: list, every: list) -> list:
+    """``root``'s readable pieces: itself if it holds nothing of ``hidden``, else its entries cut in
+    turn.  An entry that is a symbolic link is granted only if its target neither holds nor lies in
+    a path of ``every``: Landlock grants what a rule's path resolves to, so a link to the output
+    directory (or to a folder above it, as pytest's ``*current`` links are) would grant it whole."""
+    if os.path.islink(root):
+        real = os.path.realpath(root)
+        return [] if any(_beneath(h, real) or _beneath(real, h) for h in every) else [root]
     if not hidden:
         return [root]
     if any(h == root for h in hidden):
@@ -158,7 +165,7 @@ def _cut(root: str, hidden: list) -> list:
         return []
     for name in entries:
         path = os.path.join(root, name)
-        out.extend(_cut(path, [h for h in hidden if _beneath(h, path)]))
+        out.extend(_cut(path, [h for h in hidden if _beneath(h, path)], every))
     return out
 
 
