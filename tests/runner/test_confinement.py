@@ -227,3 +227,41 @@ def test_the_driver_never_imports_a_user_module(ray_session, tmp_path):
         assert np.array_equal(rb[column].to_numpy(), own[column].to_numpy()), column
     manifest = storage.read_manifest(out, "regret")
     assert manifest["fingerprint"]["policies"][method]["source_sha256"] == record["source_sha256"]
+
+
+def test_hostile_policies_by_import_path_through_the_job_script(ray_session, tmp_path):
+    """The issue's Done-when, as a user runs it: ``python jobs/regret.py`` (its own embedded Ray)
+    with hostile policies named by import path beside RB stores RB's numbers equal value for value
+    to a clean run's; ``python -m study.results verify`` finds the parts sound and ``failures``
+    names each hostile policy's failure."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from study import cli
+
+    root = Path(__file__).resolve().parents[2]
+    common = ["--settings", "A", "--reps", "1", "--set", "T=20", "--set", "T0=8", "--no-progress"]
+    assert cli.main("regret", ["--out", str(tmp_path / "clean"), "--methods", "RB", *common]) == 0
+    hostile = ["evilpol.kernel:SendsAPickle", "evilpol.kernel:StartsProcesses"]
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+               PYTHONPATH=os.pathsep.join([str(root), str(root / "tests" / "support")]))
+    env.pop("RAY_ADDRESS", None)
+    out = tmp_path / "mixed"
+    run = subprocess.run([sys.executable, str(root / "jobs" / "regret.py"), "--out", str(out), "--num-cpus", "2",
+                          "--methods", "RB", *hostile, *common], capture_output=True, text=True, timeout=180,
+                         env=env, cwd=tmp_path)
+    assert run.returncode == 1, run.stderr[-3000:]  # stored what it could; the hostile replications failed
+    want, got = _rb(tmp_path / "clean"), _rb(out)
+    assert len(got) == len(want) == 20
+    for column in VALUES:
+        assert np.array_equal(got[column].to_numpy(), want[column].to_numpy()), column
+    results = [sys.executable, "-m", "study.results"]
+    verified = subprocess.run([*results, "verify", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert verified.returncode == 0 and "regret:" in verified.stdout and ": ok" in verified.stdout, verified.stdout
+    failures = subprocess.run([*results, "failures", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert failures.returncode == 1, failures.stderr  # 1: there are failures
+    for method in hostile:
+        assert method in failures.stdout
+    assert "ChannelError" in failures.stdout and "PermissionError" in failures.stdout
