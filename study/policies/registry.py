@@ -15,7 +15,7 @@ from .maxfirst import max_first_ucb_next
 from .maxinp import maxinp
 from .maxpair import max_pair_ucb
 from .paper import bt_ucb1, bt_ucb2, era, eta, rb
-from .provenance import UnhashablePolicy, hash_located, hash_source
+from .provenance import UnhashablePolicy, hash_source
 from .rb_ua import rb_ua
 from .thompson import thompson
 
@@ -102,7 +102,7 @@ def check_method(method) -> str:
     :func:`study.register_policy`, or an import path ``"package.module:Name"`` whose module's file
     is found on ``sys.path`` (not imported here: a user module's top-level code runs only in
     confined processes); ``ValueError`` naming it otherwise."""
-    if _is_import_path(method):
+    if is_import_path(method):
         module_name, _, qualname = method.partition(":")
         if not module_name or not qualname:
             raise ValueError(f"method {method!r}: an import path reads 'package.module:Name'")
@@ -114,7 +114,7 @@ def check_method(method) -> str:
     return method
 
 
-def _is_import_path(name) -> bool:
+def is_import_path(name) -> bool:
     return isinstance(name, str) and name not in BUILTIN and name not in _REGISTERED and ":" in name
 
 
@@ -135,36 +135,6 @@ def locate_module(module_name: str, path=None):
             if candidate.is_file():
                 return candidate.resolve()
     return None
-
-
-_DESCRIBED: dict = {}
-
-
-def describe_import_path(method: str) -> dict:
-    """What an import path's factory declares (its needs, inputs, parameters' digests, module),
-    found in a confined process (:func:`study.policies.sandbox.describe`), never by importing its
-    module here; kept while the module's file is unchanged.  ``ValueError`` when it does not import,
-    :class:`UnhashablePolicy` when a parameter cannot be hashed."""
-    from .sandbox import PolicyProcessError
-    path = locate_module(method.partition(":")[0])
-    stat = path.stat() if path is not None else None
-    key = (method, tuple(sys.path), str(path), stat and (stat.st_mtime_ns, stat.st_size))
-    if key not in _DESCRIBED:
-        try:
-            _DESCRIBED[key] = _describe(method)
-        except PolicyProcessError as exc:
-            cls = UnhashablePolicy if exc.message.startswith("UnhashablePolicy") else ValueError
-            raise cls(exc.message.partition(": ")[2] if cls is UnhashablePolicy else exc.message) from None
-    return _DESCRIBED[key]
-
-
-def declared_needs(method) -> frozenset:
-    """The needs (:data:`study.policies.hooks.NEEDS`) a method's factory declares; an import path's
-    are read in a confined process (:func:`describe_import_path`)."""
-    from .hooks import needs_of
-    if _is_import_path(method):
-        return frozenset(describe_import_path(method)["needs"])
-    return needs_of(resolve_policy(method))
 
 
 def resolve_methods(names) -> dict:
@@ -202,8 +172,6 @@ def policy_provenance(name, factory=None) -> dict:
     A factory without source on disk raises :class:`study.policies.provenance.UnhashablePolicy` (a
     ``ValueError``), unless it was registered with ``allow_unhashable=True``: its record then has
     ``"unhashable"`` (the reason) and no hash, never a silent None."""
-    if factory is None and _is_import_path(name):
-        return _import_path_provenance(name)
     factory = resolve_policy(name) if factory is None else factory
     kind = "builtin" if name in BUILTIN else ("import" if isinstance(name, str) and ":" in name else "registered")
     target = getattr(factory, "func", factory)
@@ -223,37 +191,3 @@ def policy_provenance(name, factory=None) -> dict:
             raise
         return {**record, "source_file": None, "source_sha256": None, **empty, "unhashable": str(exc)}
 
-
-def _import_path_provenance(name: str) -> dict:
-    """:func:`policy_provenance` of an import path without importing it here: the factory's
-    declarations come from a confined process; its files are found here by walking ``sys.path``
-    and hashed as read (never run)."""
-    found = describe_import_path(name)
-    importable = bool(found["import_module"] and found["import_qualname"] and found["import_module"] != "__main__"
-                      and "<" not in found["import_qualname"])
-    record = {"method": name, "kind": "import",
-              "import_path": f"{found['import_module']}:{found['import_qualname']}" if importable else None}
-    path = locate_module(found["module"])
-    if (path is None or found["file"] is None or Path(found["file"]).resolve() != path
-            or any(Path(f).resolve() != path for f in found["code_files"])):
-        raise UnhashablePolicy(f"policy {name!r}: its code cannot be hashed: it is defined in module "
-                               f"{found['module']!r}, whose source file was not found on sys.path (imported from "
-                               f"{found['file']!r}), so results of edited code could not be told apart from stored ones")
-    return {**record, **hash_located(found["module"], path, found["state"], found["inputs"], name)}
-
-
-def _describe(method: str, seconds: float = 120.0) -> dict:
-    """The description (:func:`study.policies.provenance.description`) sent by a confined process
-    that imported the method's module with no needs lifted, each value's type checked here."""
-    from . import confine
-    from .sandbox import ChannelError, ConfinedFactory, _Process
-    process = _Process(ConfinedFactory(method, seconds=seconds), None, confine.status()["available"], describe=True)
-    found = process.description
-    strings = ("module", "file", "import_module", "import_qualname")
-    if not (isinstance(found, dict) and set(found) == {*strings, "code_files", "needs", "inputs", "state"}
-            and all(found[k] is None or isinstance(found[k], str) for k in strings)
-            and all(isinstance(found[k], list) and all(isinstance(v, str) for v in found[k])
-                    for k in ("code_files", "needs", "inputs"))
-            and isinstance(found["state"], dict) and all(isinstance(v, str) for v in found["state"].values())):
-        raise ChannelError(f"ChannelError: the description of policy {method!r} is not of the expected form")
-    return found

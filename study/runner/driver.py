@@ -24,7 +24,7 @@ from typing import Callable
 
 from ..policies import ALL_METHODS, confine, registered_policies, resolve_policy
 from ..policies.hooks import needs_of
-from ..policies.registry import declared_needs
+from ..policies.described import declared_needs
 from ..results import storage
 from ..results.storage import dataset_dirs
 from . import manifest as manifests
