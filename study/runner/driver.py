@@ -205,15 +205,16 @@ class _StudyRun:
         if record is None:
             record = any(c.resolve().ci_every > 0 for c in plan.cells)
         replicate = options.replicate if options.replicate is not None else plan.replicate
+        users = [m for m in dict.fromkeys(c.method for c in plan.cells) if m not in ALL_METHODS]
+        kernel = confine.status()
+        if users and not kernel["available"] and not options.trust_policy_code:  # before any user code runs
+            raise ValueError(f"user policies {sorted(users)} cannot be confined by the kernel here "
+                             f"({kernel['reason']}); rerun with --trust-policy-code (trust_policy_code=True) to "
+                             "run them with the audit hooks only (recorded in the manifest)")
         self.user = user_policies(plan)
         self.user_record = {"policies": {m: {"needs": n} for m, n in self.user["needs"].items()},
                             "replicate_hook": _hook_name(options.replicate), "tainted_cells": []}
         if self.user["needs"]:
-            kernel = confine.status()
-            if not kernel["available"] and not options.trust_policy_code:
-                raise ValueError(f"user policies {sorted(self.user['needs'])} cannot be confined by the kernel here "
-                                 f"({kernel['reason']}); rerun with --trust-policy-code (trust_policy_code=True) to "
-                                 "run them with the audit hooks only (recorded in the manifest)")
             self.user["hidden"] = [str(Path(out).resolve())]
             self.user["trust"] = bool(options.trust_policy_code)
             self.user_record["confinement"] = {
