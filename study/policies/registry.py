@@ -107,8 +107,8 @@ def check_method(method) -> str:
         if not module_name or not qualname:
             raise ValueError(f"method {method!r}: an import path reads 'package.module:Name'")
         if locate_module(module_name) is None:
-            raise ValueError(f"method {method!r}: cannot find module {module_name!r} (a .py file or a package "
-                             "on sys.path); it must be importable here and on every Ray worker")
+            raise ValueError(f"method {method!r}: cannot import module {module_name!r} (no .py file or package of "
+                             "that name on sys.path); it must be importable here and on every Ray worker")
         return method
     resolve_policy(method)
     return method
