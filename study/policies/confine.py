@@ -85,7 +85,7 @@ def prepare() -> None:
     try:
         warm.allow(sys.prefix, rules=FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE)
         warm.allow(os.devnull, rules=FSAccess.READ_FILE | FSAccess.WRITE_FILE)
-        FSAccess.READ_FILE | FSAccess.EXECUTE
+        warm.allow(sys.executable, rules=FSAccess.READ_FILE | FSAccess.EXECUTE)
     finally:
         os.close(warm._fd)
     _filter(frozenset())  # built, never loaded

@@ -115,6 +115,7 @@ def check_method(method) -> str:
 
 
 def is_import_path(name) -> bool:
+    """Does ``name`` name a policy by import path (not a built-in or registered name)?"""
     return isinstance(name, str) and name not in BUILTIN and name not in _REGISTERED and ":" in name
 
 
@@ -190,4 +191,3 @@ def policy_provenance(name, factory=None) -> dict:
         if name not in _UNHASHABLE_ALLOWED:
             raise
         return {**record, "source_file": None, "source_sha256": None, **empty, "unhashable": str(exc)}
-
