@@ -33,7 +33,6 @@ either is missing user policies run only with ``--trust-policy-code``.
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import sys
 
@@ -50,13 +49,14 @@ _ALWAYS = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pid
            "request_key", "reboot", "swapon", "swapoff", "fanotify_init", "move_mount", "open_tree", "fsopen",
            "fsmount", "fspick", "mount_setattr", "kcmp")
 _SIGNALS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+_FOUND: list = []  # status(), once per process (the bindings' imports run ldconfig)
+_PREPARED: list = []  # prepare() ran here: the BLAS libraries found (a threadpoolctl controller)
 
 
 class ConfinementUnavailable(RuntimeError):
     """This machine cannot confine a policy's process (no Landlock, no seccomp, not Linux)."""
 
 
-@functools.lru_cache(1)
 def asker_path() -> list:
     """This process's ``sys.path`` for a confined child, relative entries (``""`` is the working
     directory) made absolute: the child works in its scratch directory, where they would name
@@ -66,7 +66,33 @@ def asker_path() -> list:
 
 def status() -> dict:
     """What this machine offers: ``{"landlock_abi": int or None, "seccomp": str or None (the
-    libseccomp version), "available": bool, "reason": str}``."""
+    libseccomp version), "available": bool, "reason": str}`` (found once per process)."""
+    if not _FOUND:
+        _FOUND.append(_status())
+    return dict(_FOUND[0])
+
+
+def prepare() -> None:
+    """In a process that forks policy processes, before the first fork: import the bindings, find
+    what the machine offers and find the BLAS libraries, so that each forked child's
+    :func:`confine` does none of it again (about 30 ms of a child's start, ``ldconfig`` included)."""
+    if not status()["available"]:
+        return
+    from landlock import FSAccess, Ruleset
+    from threadpoolctl import ThreadpoolController
+    controller = ThreadpoolController()
+    warm = Ruleset()  # the bindings' first calls (ctypes look-ups, flag combinations), never applied
+    try:
+        warm.allow(sys.prefix, rules=FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE)
+        warm.allow(os.devnull, rules=FSAccess.READ_FILE | FSAccess.WRITE_FILE)
+        warm.allow(sys.executable, rules=FSAccess.READ_FILE | FSAccess.EXECUTE)
+    finally:
+        os.close(warm._fd)
+    _filter(frozenset())  # built, never loaded
+    _PREPARED.append(controller)
+
+
+def _status() -> dict:
     abi, seccomp, reasons = None, None, []
     if not sys.platform.startswith("linux"):
         reasons.append(f"not Linux ({sys.platform})")
@@ -114,11 +140,18 @@ def readable_roots(hidden=(), extra=()) -> list:
     kept = [r for r in roots if not any(_beneath(r, k) and r != k for k in roots)]  # the outermost only
     out = []
     for root in kept:
-        out.extend(_cut(root, [h for h in hidden if _beneath(h, root)]))
+        out.extend(_cut(root, [h for h in hidden if _beneath(h, root)], hidden))
     return out
 
 
-def _cut(root: str, hidden: list) -> list:
+def _cut(root: str, hidden: list, every: list) -> list:
+    """``root``'s readable pieces: itself if it holds nothing of ``hidden``, else its entries cut in
+    turn.  An entry that is a symbolic link is granted only if its target neither holds nor lies in
+    a path of ``every``: Landlock grants what a rule's path resolves to, so a link to the output
+    directory (or to a folder above it, as pytest's ``*current`` links are) would grant it whole."""
+    if os.path.islink(root):
+        real = os.path.realpath(root)
+        return [] if any(_beneath(h, real) or _beneath(real, h) for h in every) else [root]
     if not hidden:
         return [root]
     if any(h == root for h in hidden):
@@ -132,7 +165,7 @@ def _cut(root: str, hidden: list) -> list:
         return []
     for name in entries:
         path = os.path.join(root, name)
-        out.extend(_cut(path, [h for h in hidden if _beneath(h, path)]))
+        out.extend(_cut(path, [h for h in hidden if _beneath(h, path)], every))
     return out
 
 
@@ -142,9 +175,12 @@ def confine(scratch: str, needs=frozenset(), hidden=(), extra_reads=()) -> dict:
     found = status()
     if not found["available"]:
         raise ConfinementUnavailable(found["reason"] or "kernel confinement is unavailable here")
-    if "threads" not in needs and "processes" not in needs:  # BLAS would start its threads, refused, and fail
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(1)
+    if "threads" not in needs and "processes" not in needs:  # BLAS would start threads, refused, and fail
+        if _PREPARED:  # the libraries found before the fork (OpenBLAS sets its threads up again in each child)
+            _PREPARED[0].limit(limits=1)
+        else:
+            from threadpoolctl import threadpool_limits
+            threadpool_limits(1)
     _landlock(scratch, needs, hidden, extra_reads)
     _seccomp(needs)
     return {"landlock_abi": found["landlock_abi"], "seccomp": found["seccomp"], "lifted": sorted(set(needs))}
@@ -171,6 +207,10 @@ def _landlock(scratch: str, needs, hidden, extra_reads) -> None:
 
 
 def _seccomp(needs) -> None:
+    _filter(needs).load()
+
+
+def _filter(needs):
     import pyseccomp as sc
     refuse = sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(sc.ALLOW)
@@ -198,7 +238,7 @@ def _seccomp(needs) -> None:
     if "sockets" not in needs:
         for name in _SOCKET_CALLS:
             deny(name)
-    f.load()
+    return f
 
 
 def scratch_dir() -> str:

@@ -252,6 +252,8 @@ def serve() -> None:
     os.dup2(2, 1)
     __import__(PRELOAD)
     _warm()
+    from . import confine
+    confine.prepare()  # the children's confinement, ready before any fork
     gc.freeze()  # the server's objects stay out of the children's collections (fewer copied pages)
     while True:
         message = _read(commands)

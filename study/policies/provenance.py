@@ -371,10 +371,28 @@ def hash_source(factory, name) -> dict:
             "apart from stored ones. Move the policy into a module (a .py file, e.g. 'mypolicies.py', and "
             "name it 'mypolicies:Name'), or register it with study.register_policy(name, factory, "
             "allow_unhashable=True) to record it without a source hash")
+    return hash_located(module_name, path, parameter_digests(factory, name), declared_inputs(factory), name)
+
+
+def hash_located(module_name: str, path: Path, state: dict, inputs, name) -> dict:
+    """:func:`hash_source`'s record from the module's name and file, the parameters' digests and
+    the declared inputs (the files are read and hashed, never run)."""
     root, files = source_files(module_name, path)
     digests = {f.relative_to(root).as_posix(): _file_digest(f) for f in files}
-    state = parameter_digests(factory, name)
-    inputs = input_digests(declared_inputs(factory), path.parent, name)
+    inputs = input_digests(inputs, path.parent, name)
     return {"source_file": str(path), "files": digests, "source_sha256": _combined(digests),
             "state": state or None, "state_sha256": _combined(state), "inputs": inputs or None,
             "inputs_sha256": _combined(inputs)}
+
+
+def description(method, factory) -> dict:
+    """In a confined process: what the trusted side needs of an import path's factory
+    (:func:`study.policies.registry.describe_import_path`), as JSON-able values."""
+    from .hooks import needs_of
+    code = _code_and_module(factory)
+    target = getattr(factory, "func", factory)
+    module = getattr(code, "__module__", None) or ""
+    return {"module": module, "file": getattr(sys.modules.get(module), "__file__", None),
+            "code_files": sorted(_code_files(code)), "import_module": getattr(target, "__module__", None),
+            "import_qualname": getattr(target, "__qualname__", None), "needs": sorted(needs_of(factory)),
+            "inputs": list(declared_inputs(factory)), "state": parameter_digests(factory, method)}

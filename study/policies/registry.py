@@ -3,6 +3,7 @@ paths ``"package.module:Name"``.  A name resolves to a *factory*: a class or cal
 the resolved :class:`study.Setting` and returns a policy (an object with ``select(step)``)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .._util import import_object, sha256_files
@@ -98,10 +99,43 @@ def resolve_policy(name):
 
 def check_method(method) -> str:
     """``method`` if it names a policy: one of :data:`ALL_METHODS`, a name registered with
-    :func:`study.register_policy`, or an import path ``"package.module:Name"`` that imports (the
-    import happens here); ``ValueError`` naming it otherwise."""
+    :func:`study.register_policy`, or an import path ``"package.module:Name"`` whose module's file
+    is found on ``sys.path`` (not imported here: a user module's top-level code runs only in
+    confined processes); ``ValueError`` naming it otherwise."""
+    if is_import_path(method):
+        module_name, _, qualname = method.partition(":")
+        if not module_name or not qualname:
+            raise ValueError(f"method {method!r}: an import path reads 'package.module:Name'")
+        if locate_module(module_name) is None:
+            raise ValueError(f"method {method!r}: cannot import module {module_name!r} (no .py file or package of "
+                             "that name on sys.path); it must be importable here and on every Ray worker")
+        return method
     resolve_policy(method)
     return method
+
+
+def is_import_path(name) -> bool:
+    """Does ``name`` name a policy by import path (not a built-in or registered name)?"""
+    return isinstance(name, str) and name not in BUILTIN and name not in _REGISTERED and ":" in name
+
+
+def locate_module(module_name: str, path=None):
+    """The source file (resolved ``Path``) of module ``module_name`` found by walking ``sys.path``
+    (or ``path``) as the import system would -- a package's ``__init__.py`` or a ``.py`` file --
+    without importing it or its parent packages (whose ``__init__`` would run); None if not found."""
+    parts = module_name.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    for entry in sys.path if path is None else path:
+        folder = Path(entry or ".")
+        for package in parts[:-1]:
+            folder = folder / package
+        if not folder.is_dir():
+            continue
+        for candidate in (folder / parts[-1] / "__init__.py", folder / f"{parts[-1]}.py"):
+            if candidate.is_file():
+                return candidate.resolve()
+    return None
 
 
 def resolve_methods(names) -> dict:

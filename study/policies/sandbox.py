@@ -10,6 +10,14 @@ unpickles the factory or imports the policy's module.  Then, per step, it is han
 ``select(step)`` is given -- t, the context, the shared uniforms, theta(t-1), the graph, the
 public setting, its private generator, and the debiased estimate on request -- and answers.
 
+Down, to the policy's process, each step is one fixed binary frame (``S``: t, x, the four
+uniforms and theta(t-1) as raw float64 -- theta only when it changed -- read in the policy's
+process as read-only arrays of the layout announced once per replication, ``L``); what is sent once
+(the graph, the policy's generator, the layout) and on demand (``D``: the debiased estimate) is
+pickled, in the direction in which unpickling is harmless.  Each step costs one write and one read
+on each side: no timers or polls per step (the time limit is a watchdog thread that ends the
+policy's process).
+
 What crosses from the policy's process to the trusted one is a byte of kind and a fixed payload,
 parsed with :mod:`struct`, never unpickled, evaluated or imported:
 
@@ -24,14 +32,13 @@ E     ``<I`` length, UTF-8 text     it failed (the text is shown, never run)
 ====  ============================  ===============================================
 
 Anything else (another byte, an ``explored`` that is not 0 or 1, an error text over 4 KiB, a
-message out of turn) ends the replication as failed with :class:`ChannelError`.  The trusted side
-writes pickles to the policy's process (the direction in which unpickling is harmless).
+message out of turn) ends the replication as failed with :class:`ChannelError`.
 """
 from __future__ import annotations
 
+import json
 import os
 import pickle
-import select
 import signal
 import socket
 import struct
@@ -46,10 +53,13 @@ from . import confine, hooks
 from .fresh import _read_exactly, _write_all  # the pipes' framing, shared with the fresh processes
 
 _LEN = struct.Struct("<Q")
-_DOWN = struct.Struct("<cQ")  # trusted -> policy: kind, length of the pickle that follows
+_DOWN = struct.Struct("<cQ")  # trusted -> policy: kind, length of the payload that follows
+_STEP = struct.Struct("<qB4d")  # an S frame's head: t, theta sent (0/1), the four uniforms; then x [, theta]
+_UPDATE = struct.Struct("<qqBq")  # a U frame: major, other, explored, wins
 CHOICE = struct.Struct("<qqB")
 READY = struct.Struct("<B")
 TEXT = struct.Struct("<I")
+MAX_DESCRIPTION = 1 << 20
 MAX_TEXT = 16384  # an error's first line, then the policy's traceback (its last lines kept)
 _LOCK = threading.Lock()
 _SERVER: list = []
@@ -78,9 +88,12 @@ class PolicyTimeout(PolicyProcessError):
 
 # --- bytes on pipes -------------------------------------------------------------------------
 
-def _send_down(fd: int, kind: bytes, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    _write_all(fd, _DOWN.pack(kind, len(data)) + data)
+def _frame(kind: bytes, payload: bytes) -> bytes:
+    return _DOWN.pack(kind, len(payload)) + payload
+
+
+def _pickled(kind: bytes, obj) -> bytes:
+    return _frame(kind, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 class _Buffered:
@@ -90,12 +103,8 @@ class _Buffered:
     def __init__(self, fd: int):
         self.fd, self.buffer = fd, b""
 
-    def read(self, n: int, deadline=None) -> bytes | None:
+    def read(self, n: int) -> bytes | None:
         while len(self.buffer) < n:
-            if deadline is not None:
-                wait = deadline - time.monotonic()
-                if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
-                    raise TimeoutError
             chunk = os.read(self.fd, max(n - len(self.buffer), 1 << 16))
             if not chunk:
                 return None
@@ -105,13 +114,13 @@ class _Buffered:
 
 
 def _read_down(reader: _Buffered):
-    """In the policy's process: (kind, object) from the trusted side, or (None, None) at its end."""
+    """In the policy's process: (kind, payload bytes) from the trusted side, or (None, None) at its end."""
     header = reader.read(_DOWN.size)
     if header is None:
         return None, None
     kind, n = _DOWN.unpack(header)
     data = reader.read(n)
-    return (None, None) if data is None else (kind, pickle.loads(data))
+    return (None, None) if data is None else (kind, data)
 
 
 def _send_text(fd: int, text: str) -> None:
@@ -145,8 +154,11 @@ class _Child:
                 _send_text(self.up, f"ConfinementUnavailable: {exc}")
                 return
         method = job["method"]
+        # describing an import path, its declared needs are not known yet: the kernel refuses what
+        # is not lifted, the audit hooks (the second line) refuse nothing (tempfile's probes go on
+        # to the scratch directory)
         self.watch = hooks.Watch(method, hooks.policy_roots(method.partition(":")[0] if ":" in method else None),
-                                 needs)
+                                 frozenset(hooks.NEEDS) if job.get("describe") else needs)
         hooks.install_for_process(self.watch)
         try:
             sys.path[:] = job["path"]
@@ -156,6 +168,11 @@ class _Child:
                 factory = __import__(loader, fromlist=["loads"]).loads(data)
             else:
                 factory = resolve_policy(method)
+            if job.get("describe"):  # the asker's questions (registry.describe_import_path)
+                from .provenance import description
+                data = json.dumps(description(method, factory)).encode("utf-8")
+                _write_all(self.up, b"J" + TEXT.pack(len(data)) + data)
+                return
             self.policy = make_policy(method, job["setting"], factory)
         except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
             _send_text(self.up, self._failure(exc, "building the policy"))
@@ -175,24 +192,40 @@ class _Child:
         return f"{summary}\n{trace}"
 
     def serve(self) -> None:
+        import numpy as np
+
+        from ..simulation.settings import public_view
         from .base import Choice, Step, is_flag, unpack_choice
+        setting = public_view(self.job["setting"])
+        layout = theta = None
         while True:
-            kind, message = _read_down(self.down)
+            kind, data = _read_down(self.down)
             if kind is None:
                 return
             refused = len(self.watch.refusals)
             try:
+                if kind == b"F":  # once: the policy's graph and generator
+                    self.graph, state = pickle.loads(data)
+                    bits = getattr(np.random, state["bit_generator"])()
+                    bits.state = state
+                    self.rng = np.random.Generator(bits)
+                    continue
+                if kind == b"L":  # the arrays' layout (dtype, shape of x, of theta): once, or when it changes
+                    layout = pickle.loads(data)
+                    x_type, theta_type = np.dtype(layout[0]), np.dtype(layout[2])
+                    x_bytes = x_type.itemsize * int(np.prod(layout[1], dtype=np.int64))
+                    continue
                 if kind == b"S":
-                    t, x, uniforms, theta, first = message
-                    if first is not None:
-                        self.graph, state = first
-                        import numpy as np
-                        bits = getattr(np.random, state["bit_generator"])()
-                        bits.state = state
-                        self.rng = np.random.Generator(bits)
-                    self.step = Step(t, x, uniforms, self.graph, theta, self._debiased(), rng=self.rng,
-                                     setting=self.job["setting"])
-                    choice = self.policy.select(self.step)
+                    t, fresh_theta, coin, edge, end, neighbour = _STEP.unpack_from(data)
+                    x = np.frombuffer(data, x_type, offset=_STEP.size, count=x_bytes // x_type.itemsize)
+                    if fresh_theta:  # arrays over the frame's bytes: read-only, as the loop's copies are
+                        theta = np.frombuffer(data, theta_type, offset=_STEP.size + x_bytes).reshape(layout[3])
+                    step = self.step = Step.__new__(Step)  # built from its slots: the values are already owned
+                    step.t, step.x, step.graph, step.setting, step.rng = t, x.reshape(layout[1]), self.graph, setting, \
+                        self.rng
+                    step.coin, step.edge, step.end, step.neighbour = coin, edge, end, neighbour
+                    step._theta, step._debias = theta, self._debiased()
+                    choice = self.policy.select(step)
                     try:
                         major, other, explored = unpack_choice(choice)
                     except TypeError:
@@ -202,11 +235,11 @@ class _Child:
                         raise TypeError(f"select at t={t} returned explored={explored!r}; it must be a bool")
                     answer = b"C" + CHOICE.pack(major, other, int(bool(explored)))
                 else:  # b"U": the comparison's outcome
-                    (major, other, explored), wins = message
-                    self.policy.update(self.step, Choice(major, other, explored), wins)
+                    major, other, explored, wins = _UPDATE.unpack(data)
+                    self.policy.update(self.step, Choice(major, other, bool(explored)), wins)
                     answer = b"U"
             except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
-                _send_text(self.up, self._failure(exc, "select" if kind == b"S" else "update"))
+                _send_text(self.up, self._failure(exc, {b"S": "select", b"U": "update"}.get(kind, "reading its step")))
                 return
             if len(self.watch.refusals) > refused:
                 _send_text(self.up, f"PolicyRefused: {self.watch.refusals[refused]} (the policy caught the refusal "
@@ -220,10 +253,10 @@ class _Child:
         def debiased():
             if not cache:
                 _write_all(self.up, b"D")
-                kind, result = _read_down(self.down)
+                kind, data = _read_down(self.down)
                 if kind != b"D":
                     raise RuntimeError("the trusted side ended the replication")
-                cache.append(result)
+                cache.append(pickle.loads(data))  # from the trusted side
             return cache[0]
 
         return debiased
@@ -241,6 +274,7 @@ def serve(fd: int) -> None:
     from . import fresh
     __import__(fresh.PRELOAD)
     fresh._warm()
+    confine.prepare()  # the children's confinement, ready before any fork
     import gc
     gc.freeze()
     while True:
@@ -379,11 +413,16 @@ class ConfinedFactory:
 
 
 class _Process:
-    def __init__(self, owner: ConfinedFactory, setting, kernel: bool):
+    def __init__(self, owner: ConfinedFactory, setting, kernel: bool, describe: bool = False):
         self.owner, self.scratch = owner, confine.scratch_dir()
-        self.deadline = None if owner.seconds is None else time.monotonic() + owner.seconds
+        self.expired, self.watchdog, self._kill_lock = False, None, threading.Lock()
+        # A policy that may start processes could hand its channel to one that outlives it: its
+        # reads then wait with a deadline (a poll per read); every other policy has a watchdog.
+        self.deadline = (None if owner.seconds is None or "processes" not in owner.needs
+                         else time.monotonic() + owner.seconds)
         job = {"method": owner.method, "factory": owner.factory_bytes, "needs": owner.needs, "hidden": owner.hidden,
-               "confine": kernel, "scratch": self.scratch, "path": confine.asker_path(), "setting": setting}
+               "confine": kernel, "scratch": self.scratch, "path": confine.asker_path(), "setting": setting,
+               "describe": describe}
         self.pidfd = self.down = self.up = None
         with _LOCK:
             try:
@@ -392,8 +431,27 @@ class _Process:
                 while _SERVER:
                     _SERVER.pop().close()
                 self.pid, self.pidfd, self.down, self.up = _server().start(job)
+        if owner.seconds is not None and self.deadline is None:
+            # the time limit without a system call per step: a timer that ends the process, whose
+            # end the blocked read then sees (end of file)
+            self.watchdog = threading.Timer(owner.seconds, self._expire)
+            self.watchdog.daemon = True
+            self.watchdog.start()
         self.reader = _Buffered(self.up)
         kind = self.kind()
+        if describe:
+            if kind != b"J":
+                self.unexpected(kind, "J")
+            (n,) = TEXT.unpack(self.read(TEXT.size))
+            if n > MAX_DESCRIPTION:
+                raise self.fail(ChannelError, f"a description of {n} bytes (at most {MAX_DESCRIPTION})")
+            data = self.read(n)
+            self.close()
+            try:
+                self.description = json.loads(data.decode("utf-8"))  # data, never run
+            except ValueError:
+                raise ChannelError(f"ChannelError: the description of policy {owner.method!r} is not JSON") from None
+            return
         if kind != b"R":
             self.unexpected(kind, "R")
         has_update = READY.unpack(self.read(READY.size))[0]
@@ -401,19 +459,51 @@ class _Process:
             raise self.fail(ChannelError, f"the ready message's flag was {has_update}, not 0 or 1")
         self.policy = RemotePolicy(self, bool(has_update))
 
+    def _expire(self) -> None:
+        with self._kill_lock:
+            if self.pidfd is not None:
+                self.expired = True
+                try:
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                except OSError:  # already ended
+                    pass
+
     def fail(self, cls, detail: str) -> PolicyProcessError:
         self.close()
         return cls(f"{cls.__name__}: {detail} (the confined process of policy {self.owner.method!r})")
 
+    def _timed_out(self) -> PolicyProcessError:
+        return self.fail(PolicyTimeout, f"no answer within the time limit of {self.owner.seconds:g} s; its process "
+                                        "was ended")
+
     def read(self, n: int) -> bytes:
-        try:
-            data = self.reader.read(n, self.deadline)
-        except TimeoutError:
-            raise self.fail(PolicyTimeout, f"no answer within the time limit of {self.owner.seconds:g} s; its "
-                                           "process was ended") from None
+        reader = self.reader
+        if len(reader.buffer) >= n:  # most reads: the answer arrived whole with its kind
+            data, reader.buffer = reader.buffer[:n], reader.buffer[n:]
+            return data
+        if self.deadline is not None:
+            data = self._read_until(n)
+        else:
+            data = reader.read(n)
         if data is None:
+            if self.expired:
+                raise self._timed_out()
             raise self.fail(PolicyCrashed, "its process ended without an answer (os._exit, a fatal signal, the "
                                            "kernel's OOM killer, or a call the kernel refused by ending it)")
+        return data
+
+    def _read_until(self, n: int) -> bytes | None:
+        import select
+        reader = self.reader
+        while len(reader.buffer) < n:
+            wait = self.deadline - time.monotonic()
+            if wait <= 0 or not select.select([reader.fd], [], [], wait)[0]:
+                raise self._timed_out()
+            chunk = os.read(reader.fd, 1 << 16)
+            if not chunk:
+                return None
+            reader.buffer += chunk
+        data, reader.buffer = reader.buffer[:n], reader.buffer[n:]
         return data
 
     def kind(self) -> bytes:
@@ -431,14 +521,16 @@ class _Process:
         raise self.fail(ChannelError, f"it sent a message of kind {kind!r} where {wanted!r} was due: the channel "
                                       "carries only R, C, D, U and E messages of fixed format, never objects")
 
-    def send(self, kind: bytes, obj) -> None:
+    def send(self, frames: bytes) -> None:
         try:
-            _send_down(self.down, kind, obj)
+            _write_all(self.down, frames)
         except (BrokenPipeError, OSError):
             self.kind()  # its last words, if any
             raise self.fail(PolicyCrashed, "its process ended without an answer") from None
 
     def close(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.cancel()
         for fd in (self.down, self.up):
             if fd is not None:
                 try:
@@ -446,13 +538,14 @@ class _Process:
                 except OSError:
                     pass
         self.down = self.up = None
-        if self.pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            except OSError:  # already ended
-                pass
-            os.close(self.pidfd)
-            self.pidfd = None
+        with self._kill_lock:
+            if self.pidfd is not None:
+                try:
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                except OSError:  # already ended
+                    pass
+                os.close(self.pidfd)
+                self.pidfd = None
         confine.remove_scratch(self.scratch)
 
 
@@ -460,7 +553,7 @@ class RemotePolicy:
     """The trusted side's stand-in for a policy in a confined process (:class:`ConfinedFactory`)."""
 
     def __init__(self, process: _Process, has_update: bool):
-        self._process, self._first = process, True
+        self._process, self._first, self._layout, self._theta = process, True, None, None
         if has_update:
             self.update = self._update
 
@@ -469,22 +562,37 @@ class RemotePolicy:
         while True:
             kind = process.kind()
             if kind == b"D":
-                process.send(b"D", step.debiased())
+                process.send(_pickled(b"D", step.debiased()))
                 continue
             if kind != wanted:
                 process.unexpected(kind, wanted.decode())
             return kind
 
     def select(self, step):
-        first = (step.graph, step.rng.bit_generator.state) if self._first else None
-        self._first = False
-        self._process.send(b"S", (step.t, step.x, step.uniforms, step.theta, first))
+        frames = []
+        if self._first:
+            frames.append(_pickled(b"F", (step.graph, step.rng.bit_generator.state)))
+            self._first = False
+        x, theta = step.x, step.theta
+        layout = (x.dtype.str, x.shape, theta.dtype.str, theta.shape)
+        if layout != self._layout:
+            if x.dtype.hasobject or theta.dtype.hasobject:
+                raise TypeError(f"a step's x ({x.dtype}) and theta ({theta.dtype}) must be numeric arrays")
+            frames.append(_pickled(b"L", layout))
+            self._layout, self._theta = layout, None
+        theta_bytes = theta.tobytes()
+        fresh = theta_bytes != self._theta  # theta is sent only when it changed
+        self._theta = theta_bytes
+        frames.append(_frame(b"S", _STEP.pack(step.t, fresh, step.coin, step.edge, step.end, step.neighbour)
+                             + x.tobytes() + (theta_bytes if fresh else b"")))
+        process = self._process
+        process.send(frames[0] if len(frames) == 1 else b"".join(frames))
         self._serve(step, b"C")
-        major, other, explored = CHOICE.unpack(self._process.read(CHOICE.size))
+        major, other, explored = CHOICE.unpack(process.read(CHOICE.size))
         if explored not in (0, 1):
-            raise self._process.fail(ChannelError, f"explored={explored} in a choice, not 0 or 1")
+            raise process.fail(ChannelError, f"explored={explored} in a choice, not 0 or 1")
         return major, other, bool(explored)
 
     def _update(self, step, choice, wins):
-        self._process.send(b"U", ((int(choice[0]), int(choice[1]), bool(choice[2])), int(wins)))
+        self._process.send(_frame(b"U", _UPDATE.pack(int(choice[0]), int(choice[1]), bool(choice[2]), int(wins))))
         self._serve(step, b"U")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..policies import make_policy
+from ..policies import ALL_METHODS, make_policy
 from ..simulation.replication import shared_prefix, shares_until_phi
 
 MAX_BATCH = 25            # replications per task at most
@@ -49,7 +49,7 @@ def cell_groups(plan, shared: bool) -> list:
     are known to share a prefix of their steps (RB and ERA:
     :func:`study.simulation.replication.shared_prefix`; RB and BT-UCB2, ETA and BT-UCB1 until Phi
     decides a step: :func:`study.simulation.replication.shares_until_phi`) form one group when ``shared``; every
-    other cell is a group of one."""
+    other cell is a group of one (a user policy's always: its factory is never called in the driver)."""
     if not shared:
         return [(c,) for c in plan.cells]
     groups, placed = [], set()
@@ -57,11 +57,11 @@ def cell_groups(plan, shared: bool) -> list:
         if cell in placed:
             continue
         group = [cell]
-        if cell.base is None:
+        if cell.base is None and cell.method in ALL_METHODS:  # a user policy is never built here: a group of one
             setting = cell.resolve()
             leader = make_policy(cell.method, setting)
             for other in plan.cells:
-                if (other not in placed and other is not cell and other.base is None
+                if (other not in placed and other is not cell and other.base is None and other.method in ALL_METHODS
                         and (other.setting, other.M, other.overrides) == (cell.setting, cell.M, cell.overrides)
                         and shares_steps(leader, make_policy(other.method, setting))):
                     group.append(other)

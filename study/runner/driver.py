@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..policies import ALL_METHODS, confine, resolve_policy
+from ..policies import ALL_METHODS, confine, registered_policies, resolve_policy
 from ..policies.hooks import needs_of
+from ..policies.described import declared_needs
 from ..results import storage
 from ..results.storage import dataset_dirs
 from . import manifest as manifests
@@ -204,15 +205,16 @@ class _StudyRun:
         if record is None:
             record = any(c.resolve().ci_every > 0 for c in plan.cells)
         replicate = options.replicate if options.replicate is not None else plan.replicate
+        users = [m for m in dict.fromkeys(c.method for c in plan.cells) if m not in ALL_METHODS]
+        kernel = confine.status()
+        if users and not kernel["available"] and not options.trust_policy_code:  # before any user code runs
+            raise ValueError(f"user policies {sorted(users)} cannot be confined by the kernel here "
+                             f"({kernel['reason']}); rerun with --trust-policy-code (trust_policy_code=True) to "
+                             "run them with the audit hooks only (recorded in the manifest)")
         self.user = user_policies(plan)
         self.user_record = {"policies": {m: {"needs": n} for m, n in self.user["needs"].items()},
                             "replicate_hook": _hook_name(options.replicate), "tainted_cells": []}
         if self.user["needs"]:
-            kernel = confine.status()
-            if not kernel["available"] and not options.trust_policy_code:
-                raise ValueError(f"user policies {sorted(self.user['needs'])} cannot be confined by the kernel here "
-                                 f"({kernel['reason']}); rerun with --trust-policy-code (trust_policy_code=True) to "
-                                 "run them with the audit hooks only (recorded in the manifest)")
             self.user["hidden"] = [str(Path(out).resolve())]
             self.user["trust"] = bool(options.trust_policy_code)
             self.user_record["confinement"] = {
@@ -349,10 +351,12 @@ def user_policies(plan) -> dict:
     for method in dict.fromkeys(c.method for c in plan.cells):
         if method in ALL_METHODS:
             continue
-        factory = resolve_policy(method)
-        needs[method] = sorted(needs_of(factory))
-        module = method.partition(":")[0] if ":" in method else getattr(getattr(factory, "func", factory),
-                                                                        "__module__", None)
+        if method not in registered_policies() and ":" in method:  # never imported here (a confined process reads it)
+            needs[method], module = sorted(declared_needs(method)), method.partition(":")[0]
+        else:
+            factory = resolve_policy(method)
+            needs[method] = sorted(needs_of(factory))
+            module = getattr(getattr(factory, "func", factory), "__module__", None)
         if module and module not in ("__main__", "builtins"):
             modules.add(module.partition(".")[0])
     return {"needs": needs, "modules": sorted(modules - {"study"})}

@@ -15,6 +15,8 @@ from pathlib import Path
 from .. import _version
 from .._util import sha256_file, sha256_files
 from ..policies import ALL_METHODS, policy_provenance
+from ..policies.described import import_path_provenance
+from ..policies.registry import is_import_path
 from ..results import storage
 from ..results.storage import StorageError, dataset_dirs, read_manifest
 
@@ -84,7 +86,8 @@ def policy_records(cells) -> dict:
     records = {}
     for cell in cells:
         if cell.method not in records and cell.method not in ALL_METHODS:
-            record = policy_provenance(cell.method)
+            record = (import_path_provenance(cell.method) if is_import_path(cell.method)  # never imported here
+                      else policy_provenance(cell.method))
             records[cell.method] = {k: record.get(k) for k in POLICY_FIELDS if k in record}
     return records
 

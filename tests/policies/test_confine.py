@@ -79,3 +79,31 @@ def test_a_declared_need_lifts_its_rule_only(tmp_path):
         "write outside": lambda: open(tmp_path / "planted", "w").close(),
     })
     assert got == {"socket": "ok", "write outside": "PermissionError"}
+
+
+def test_a_link_to_the_outputs_in_the_working_directory_grants_nothing(tmp_path, monkeypatch):
+    """Run from a working directory that holds --out (on sys.path, as a relative entry made
+    absolute) and links to it or to a folder above it (as pytest's ``*current`` links are): the
+    outputs stay unreadable by every path, their siblings readable."""
+    cwd = tmp_path / "work"
+    out = cwd / "outputs" / "study"
+    out.mkdir(parents=True)
+    (out / "part.parquet").write_bytes(b"x")
+    (cwd / "outputs" / "other.txt").write_text("y")
+    (cwd / "latest").symlink_to(cwd / "outputs")
+    (cwd / "to-out").symlink_to(out)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", [str(cwd), *sys.path])
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    got = in_confined_child(scratch, (), [out], {
+        "read part": lambda: open(out / "part.parquet", "rb").read(),
+        "list out": lambda: os.listdir(out),
+        "part by a link above": lambda: open(cwd / "latest" / "study" / "part.parquet", "rb").read(),
+        "part by a link": lambda: open(cwd / "to-out" / "part.parquet", "rb").read(),
+        "sibling by a link above": lambda: open(cwd / "latest" / "other.txt").read(),
+        "sibling": lambda: open("outputs/other.txt").read(),
+    })
+    assert got == {"read part": "PermissionError", "list out": "PermissionError",
+                   "part by a link above": "PermissionError", "part by a link": "PermissionError",
+                   "sibling by a link above": "ok", "sibling": "ok"}

@@ -97,6 +97,7 @@ def test_the_channel_refuses_anything_but_its_format():
     """Messages written straight into the channel: an old-protocol pickle, an unknown kind, a
     choice whose flag is not 0/1, an oversized error text; each is refused, named, unread."""
     import os
+    import threading
 
     from study.simulation.replication import run_replication
 
@@ -110,11 +111,12 @@ def test_the_channel_refuses_anything_but_its_format():
         process = sandbox._Process.__new__(sandbox._Process)
         process.owner = sandbox.ConfinedFactory("crafted")
         process.up, process.down, process.pidfd, process.deadline = read, None, None, None
+        process.expired, process.watchdog, process._kill_lock = False, None, threading.Lock()
         process.reader = sandbox._Buffered(read)
         process.scratch = confine.scratch_dir()
         policy = sandbox.RemotePolicy(process, False)
         policy._first = False
-        policy._process.send = lambda kind, obj: None
+        policy._process.send = lambda frames: None
         with pytest.raises(sandbox.PolicyProcessError, match=expected):
             run_replication("A", "crafted", 1, T=5, T0=2, policy=lambda setting: policy)
 
@@ -194,3 +196,72 @@ def test_every_message_of_the_channel_gives_the_in_process_run():
     for column in ("major", "other", "explored", "regret", "rel_error"):
         assert np.array_equal(got.trajectory[column], want.trajectory[column], equal_nan=True), column
     assert np.asarray(got.trajectory["explored"]).any()
+
+
+def test_the_driver_never_imports_a_user_module(ray_session, tmp_path):
+    """A user module's top-level code (here: it sets an environment variable and writes a marker
+    file) runs only in confined processes: the driver finds, hashes and records the policy without
+    importing it, and its replications equal RB's."""
+    import hashlib
+    import os
+    import sys
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[1] / "support" / "toplevel_policy.py"
+    marker = Path(os.environ.get("TMPDIR") or "/tmp") / ("study-toplevel-" + hashlib.sha1(str(source).encode()).hexdigest()[:12])
+    marker.unlink(missing_ok=True)
+    os.environ.pop("STUDY_TOPLEVEL_POLICY_RAN", None)
+    method = "toplevel_policy:Clean"
+    plan = runner.make_plan("regret", settings=["A"], methods=["RB", method], reps=1, overrides=TINY)
+    record = plan.fingerprint()["policies"][method]
+    assert record["source_sha256"] == hashlib.sha256(
+        f"toplevel_policy.py\0{hashlib.sha256(source.read_bytes()).hexdigest()}\n".encode()).hexdigest()
+    out = tmp_path / "out"
+    assert runner.run_study(plan, out, progress=False, log=quiet).ok
+    assert "toplevel_policy" not in sys.modules
+    assert "STUDY_TOPLEVEL_POLICY_RAN" not in os.environ and not marker.exists()
+    frame = study.load(out, "regret").sort_values(["method", "rep", "t"])
+    rb, own = (frame[frame.method == m].reset_index(drop=True) for m in ("RB", method))
+    assert len(own) == TINY["T"]
+    for column in VALUES:
+        assert np.array_equal(rb[column].to_numpy(), own[column].to_numpy()), column
+    manifest = storage.read_manifest(out, "regret")
+    assert manifest["fingerprint"]["policies"][method]["source_sha256"] == record["source_sha256"]
+
+
+def test_hostile_policies_by_import_path_through_the_job_script(ray_session, tmp_path):
+    """The issue's Done-when, as a user runs it: ``python jobs/regret.py`` (its own embedded Ray)
+    with hostile policies named by import path beside RB stores RB's numbers equal value for value
+    to a clean run's; ``python -m study.results verify`` finds the parts sound and ``failures``
+    names each hostile policy's failure."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from study import cli
+
+    root = Path(__file__).resolve().parents[2]
+    common = ["--settings", "A", "--reps", "1", "--set", "T=20", "--set", "T0=8", "--no-progress"]
+    assert cli.main("regret", ["--out", str(tmp_path / "clean"), "--methods", "RB", *common]) == 0
+    hostile = ["evilpol.kernel:SendsAPickle", "evilpol.kernel:StartsProcesses"]
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+               PYTHONPATH=os.pathsep.join([str(root), str(root / "tests" / "support")]))
+    env.pop("RAY_ADDRESS", None)
+    out = tmp_path / "mixed"
+    run = subprocess.run([sys.executable, str(root / "jobs" / "regret.py"), "--out", str(out), "--num-cpus", "2",
+                          "--methods", "RB", *hostile, *common], capture_output=True, text=True, timeout=180,
+                         env=env, cwd=tmp_path)
+    assert run.returncode == 1, run.stderr[-3000:]  # stored what it could; the hostile replications failed
+    want, got = _rb(tmp_path / "clean"), _rb(out)
+    assert len(got) == len(want) == 20
+    for column in VALUES:
+        assert np.array_equal(got[column].to_numpy(), want[column].to_numpy()), column
+    results = [sys.executable, "-m", "study.results"]
+    verified = subprocess.run([*results, "verify", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert verified.returncode == 0 and "regret:" in verified.stdout and ": ok" in verified.stdout, verified.stdout
+    failures = subprocess.run([*results, "failures", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert failures.returncode == 1, failures.stderr  # 1: there are failures
+    for method in hostile:
+        assert method in failures.stdout
+    assert "ChannelError" in failures.stdout and "PermissionError" in failures.stdout
