@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import shutil
 import stat
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import PlantedLink, StorageError
+from . import files
 from .files import atomic_write_bytes, atomic_write_json
 
 MANIFEST = "_manifest.json"
@@ -86,16 +86,10 @@ def check_layout(root: Path) -> None:
 def read_manifest(root: Path):
     """The votes study's manifest under ``root`` (None if there is none)."""
     check_layout(root)
-    path = Path(root) / MANIFEST
-    if not path.exists():
-        return None
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StorageError(f"{path}: unreadable manifest ({type(exc).__name__}: {exc}); restore it, or rerun with "
-                           "--fresh to discard this study's results") from None
-    if not isinstance(manifest, dict) or manifest.get("study") != "votes" or not isinstance(manifest.get("parts"), dict):
-        raise StorageError(f"{path}: not a votes study's manifest; choose another --out")
+    root = Path(root)
+    manifest = files.read_manifest(root.parent, root.name)  # unreadable: StorageError naming it
+    if manifest is not None and (manifest.get("study") != "votes" or not isinstance(manifest.get("parts"), dict)):
+        raise StorageError(f"{root / MANIFEST}: not a votes study's manifest; choose another --out")
     return manifest
 
 

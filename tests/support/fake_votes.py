@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
+
+from study.votes import VotesRun  # the contract's result
 
 ARENAS = {"tiny": "4 items", "small": "6 items"}
 METHODS = ("uniform", "fast", "flaky")
@@ -37,19 +37,6 @@ def check_method(name):
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; allowed: {list(METHODS)}")
     return name
-
-
-@dataclass(frozen=True)
-class VotesRun:
-    arena: str
-    method: str
-    n_items: int
-    budget: int
-    votes_told: int
-    looks: int
-    cpu_seconds: float
-    decisions: pd.DataFrame
-    fixed_budget: pd.DataFrame
 
 
 def fail_marker(root_seed) -> str:
