@@ -142,7 +142,10 @@ def test_does_not_depend_on_the_solver_settings(name):
     _, one = fit(p)
     _, two = fit(p, tol=1e-12, max_steps=400, rounds=40)
     assert one.converged and two.converged
-    np.testing.assert_allclose(one.theta, two.theta, rtol=0, atol=1e-8)
+    # 1e-6, the independent check's tolerance: on the near-separable slivers (B80) L is flat to 1e-13
+    # across a neighbourhood, so the KKT rule admits moves of ~1e-8 that depend on BLAS rounding
+    # (1.04e-8 measured under OPENBLAS_CORETYPE=Haswell)
+    np.testing.assert_allclose(one.theta, two.theta, rtol=0, atol=1e-6)
 
 
 def test_unidentified_directions_take_the_reference():

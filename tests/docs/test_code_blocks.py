@@ -36,7 +36,8 @@ from mdblocks import OUTPUT_LANGUAGES, PAGES, ROOT, RUN_LANGUAGES, blocks, inden
 
 JOBS = {"regret": ("main", "regret"), "coverage": ("main", "coverage"), "msweep": ("main", "msweep"),
         "paper": ("main_paper", None), "baselines": ("main_baselines", None), "figures": ("main_figures", None),
-        "llm_ranking": ("main_llm", None)}
+        "llm_ranking": ("main_llm", None),
+        "votes": ("main", None)}  # jobs/votes.py: study.runner.votes.main (the votes study has its own driver)
 MAX_T = 200
 # the pages whose blocks a newcomer runs in a checkout as a tour: they must leave `git status` clean
 # (the other pages' examples may write beside their placeholders, e.g. --out DIR)

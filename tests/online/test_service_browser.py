@@ -233,7 +233,11 @@ def test_a_wrong_token_is_said_and_the_locked_page_says_it_is_locked(tmp_path):
                                    "document.querySelector('#status input') !== null", timeout=60_000)
             page.fill("#status input", TOKEN)
             page.press("#status input", "Enter")
-            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4", timeout=60_000)
+            # the table and the decision are filled by separate requests: wait for both (under load
+            # the decision's came after the table's, and a look between them saw the locked text)
+            page.wait_for_function("document.querySelectorAll('#leaderboard tbody tr').length === 4 && "
+                                   "!document.querySelector('#decision').textContent.includes('locked')",
+                                   timeout=60_000)
             assert page_state(page)["told"] == "30" and "locked" not in page.text_content("#decision")
         finally:
             browser.close()
