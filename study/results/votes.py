@@ -258,6 +258,9 @@ def figure_votes(summary: pd.DataFrame, root: Path, arenas, methods) -> list:
         for j, top in enumerate(tops):
             ax = axes[i, j]
             s = summary[(summary["arena"] == arena) & (summary["top"] == top)].set_index("method")
+            if s.empty:  # k >= n: no such decision
+                ax.set_axis_off()
+                continue
             for y, method in enumerate(methods):
                 if method not in s.index:
                     continue
@@ -290,6 +293,9 @@ def figure_fixed_budget(view: pd.DataFrame, root: Path, arenas, methods) -> list
         for j, top in enumerate(tops):
             ax = axes[i, j]
             s = view[(view["arena"] == arena) & (view["top"] == top)]
+            if s.empty:
+                ax.set_axis_off()
+                continue
             for k, method in enumerate(methods):
                 m = s[s["method"] == method].sort_values("votes")
                 if len(m):
