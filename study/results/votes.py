@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from .errors import PlantedLink, StorageError
 from . import files
+from .figures import _plt, _save  # the paper's figures' style and atomic PDF/PNG writes
 from .files import atomic_write_bytes, atomic_write_json
 
 MANIFEST = "_manifest.json"
@@ -225,25 +226,6 @@ def markdown(summary: pd.DataFrame, arenas=None, methods=None) -> str:
 # --------------------------------------------------------------------------------------------
 # Figures and the report
 # --------------------------------------------------------------------------------------------
-
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.grid": True, "grid.alpha": 0.3,
-                         "savefig.bbox": "tight", "figure.dpi": 110})
-    return plt
-
-
-def _save(fig, root: Path, stem: str) -> list:
-    paths = []
-    for ext in ("png", "pdf"):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=ext)
-        atomic_write_bytes(buffer.getvalue(), root / f"{stem}.{ext}")
-        paths.append(root / f"{stem}.{ext}")
-    return paths
-
 
 def figure_votes(summary: pd.DataFrame, root: Path, arenas, methods) -> list:
     """Votes to a decision: rows = arenas, columns = k; per method its median (dot; hollow when most
