@@ -58,7 +58,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, lapack
 
 from . import _validate as check
-from . import batch, costs, decisions, nearest, outcomes
+from . import batch, costs, decisions, nearest, outcomes, rowspace
 from .aggregate import aggregate
 from .balls import active_set_newton, dual_ascent
 from .contrasts import from_reduced, to_reduced
@@ -236,9 +236,20 @@ def exact_nearest(data: ComparisonData, theta_start: np.ndarray, *, radius: floa
         tol = DEFAULT_TOL
     abs_tol = tol * (1.0 + comparisons)
     reference = np.zeros((n, d)) if reference is None else reference
+    if prox is None:  # not known to be identified: the shortcut where no ball binds (study.core.rowspace)
+        design = nearest.design(data)
+        got = rowspace.nearest_without_balls(data, design, to_reduced(reference - reference.mean(axis=0)).ravel(),
+                                             radius, abs_tol)
+        if got is not None:
+            theta, beta, u, _ = got
+            out = _finish(theta, theta_start, np.zeros(n), 0, 0.0, True)
+            out.point = Point(beta, u, data.reduced_gradient(u))
+            return out
     fit = _solve(data, theta_start, radius=radius, reference=reference, prox=prox, multipliers=multipliers, tol=tol,
                  max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=factor_hint, start=start,
                  pending=pending)
+    if prox == 0.0 and fit.converged:  # the caller knows the data identify theta: the argmin is unique
+        return fit
     steps = fit.newton_steps
     D = nearest.design(data)
     U, N = nearest.split(D, data.n_parameters)

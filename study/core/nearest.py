@@ -83,12 +83,13 @@ def _projected_slack(omega, h) -> float:
     return float(np.abs(np.where(omega > 0.0, h, np.maximum(h, 0.0))).max(initial=0.0))
 
 
-def _project_dual(c_ref, a, B, gamma2, feas_tol, max_iterations):
+def _project_dual(c_ref, a, B, gamma2, feas_tol, max_iterations, omega_limit=np.inf):
     """min 1/2 ||c - c_ref||^2 s.t. h_i(c) = (||a_i + B_i c||^2 - gamma2) / 2 <= 0, by projected Newton
     ascent (Bertsekas 1982) on the concave dual over omega >= 0: c(omega) = M^-1 (c_ref - sum_i
     omega_i B_i' a_i), M = I + sum_i omega_i B_i' B_i, the dual gradient h(c(omega)), its Hessian
     -G' M^-1 G (G's columns B_i' (a_i + B_i c)); Armijo on the dual value.  Stationarity holds
-    exactly at every c(omega); it stops on the ball slack.  Returns c, omega, iterations, converged."""
+    exactly at every c(omega); it stops on the ball slack, or unconverged where a multiplier passes
+    ``omega_limit`` (an infeasible problem's dual is unbounded).  Returns c, omega, iterations, converged."""
     n, _, k = B.shape
     BtB = np.einsum("idk,idl->ikl", B, B)
     Bta = np.einsum("idk,id->ik", B, a)
@@ -107,7 +108,7 @@ def _project_dual(c_ref, a, B, gamma2, feas_tol, max_iterations):
     for iteration in range(max_iterations + 1):
         if np.all(h <= feas_tol) and np.all(np.abs(h[omega > 0.0]) <= feas_tol):
             return c, omega, iteration, True
-        if iteration == max_iterations:
+        if iteration == max_iterations or omega.max(initial=0.0) > omega_limit:
             break
         free = (omega > 0.0) | (h > 0.0)
         G = np.einsum("idk,id->ki", B[free], v[free])
