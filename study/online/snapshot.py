@@ -44,7 +44,7 @@ SKIP_ESTIMATE = {"setting", "data", "debiased", "work", "regime_steps", "regime_
 # what ComparisonData computes from the told rows (and its edges) alone: rebuilt by appending them
 DATA_ROWS = {"n_items", "dim", "capacity", "t", "a", "b", "X", "XX", "wins", "m", "edge_id", "_flat_a", "_flat_b",
              "_cells", "_incidence", "_dims", "_edge_index", "edge_lo", "edge_hi", "row_space_rows", "design", "_xx",
-             "_rr", "_reduced_map", "_csr", "_csr_matrices"}
+             "_rr", "_reduced_map", "_csr", "_csr_matrices", "_row_space"}  # _row_space: study.core.rowspace's cache
 CLASS_PREFIX = "study.core."
 # the kept factor changes kind along a path (a dense factor becomes its explicit inverse at its first
 # new row): a checkpoint's kept factor, of any of these kinds, restores onto an estimate holding another

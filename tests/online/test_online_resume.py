@@ -281,3 +281,29 @@ def test_a_checkpoint_of_other_code_is_refitted_once_and_rewritten(tmp_path, fit
         np.testing.assert_array_equal(ranker.theta, theta)
     with Ranker(path):
         assert fits["n"] == 60  # the checkpoint was rewritten by the first open: no second refit
+
+
+def test_a_reopened_ranker_with_the_exact_stage_1_continues_bit_for_bit(tmp_path):
+    """``tie_break="exact"``: the shortcut's kept row space (study.core.rowspace) is a cache of the
+    told rows, not checkpointed; rebuilt on reopening, the trajectory is the uninterrupted one's."""
+    kwargs = dict(n_items=4, dim=3, T=40, T0=30, M=5, seed=7, tie_break="exact")
+    rng = np.random.default_rng(2)
+    contexts = np.c_[np.ones(40), rng.normal(0, 0.5, (40, 2))]
+    truth = rng.normal(0, 0.4, (4, 3))
+
+    def run(ranker, start, stop):
+        for k in range(start, stop):
+            ticket = ranker.ask(contexts[k])
+            p = 1.0 / (1.0 + np.exp(-contexts[k] @ (truth[ticket.other] - truth[ticket.major])))
+            ranker.tell(ticket, int(np.random.default_rng([k]).binomial(5, p)), 5)
+
+    with Ranker(tmp_path / "u.sqlite", **kwargs) as uninterrupted:
+        run(uninterrupted, 0, 40)
+        expected = uninterrupted.theta
+    path = tmp_path / "r.sqlite"
+    with Ranker(path, **kwargs) as ranker:
+        run(ranker, 0, 7)  # stage 1, theta not identified: the shortcut's regime
+        assert getattr(ranker._state.estimate.data, "_row_space", None) is not None
+    with Ranker(path) as ranker:
+        run(ranker, 7, 40)
+        np.testing.assert_array_equal(ranker.theta, expected)
