@@ -76,7 +76,7 @@ class RowSpace:
         self.ambiguous = False
         self._parent = list(range(p))  # union-find over the pivots: coupled by a dependent row
         self._first: list[int] = []  # a pivot each dependent row involves (-1: none)
-        self._groups = None  # groups() as last computed, with the (dependent rows, rank) it was computed at
+        self._groups = None  # groups() as last computed, with the number of dependent rows then
 
     def extend(self, design: np.ndarray) -> "RowSpace":
         """Take the rows ``design[self.rows:]``."""
@@ -127,7 +127,7 @@ class RowSpace:
         in ``dependent``) of each group."""
         if not self.dependent:
             return []
-        if self._groups is not None and self._groups[0] == (len(self.dependent), self.rank):
+        if self._groups is not None and self._groups[0] == len(self.dependent):  # a new pivot joins no group
             return self._groups[1]
         roots = np.array([self._root(i) for i in range(self.rank)], dtype=np.intp)
         first = np.asarray(self._first, dtype=np.intp)
@@ -135,7 +135,7 @@ class RowSpace:
         row_roots = np.full(first.size, -1, dtype=np.intp)
         row_roots[involved] = roots[first[involved]]
         groups = [(np.flatnonzero(roots == g), np.flatnonzero(row_roots == g)) for g in np.unique(row_roots[involved])]
-        self._groups = ((len(self.dependent), self.rank), groups)
+        self._groups = (len(self.dependent), groups)
         return groups
 
 
@@ -146,6 +146,15 @@ def row_space(data, design: np.ndarray) -> RowSpace:
         kept = RowSpace(design.shape[1])
         data._row_space = kept
     return kept.extend(design[: data.t])
+
+
+def rank_deficient(data) -> bool:
+    """Do the rows surely leave theta unidentified (the kept decomposition's rank below (n-1) d, every
+    rank decision clear)?  False where unsure: the caller's identification test decides."""
+    if data.n_parameters > nearest.MAX_PARAMETERS:
+        return False
+    space = row_space(data, nearest.design(data))
+    return not space.ambiguous and space.rank < data.n_parameters
 
 
 def _loss(u, w, m):
@@ -235,7 +244,8 @@ def nearest_without_balls(data, design: np.ndarray, beta_ref: np.ndarray, radius
         A = space.combinations[: dependent.size, :r]
         w_n, m_n = w[dependent], m[dependent]
         grad = m_p * expit(current) - w_p + A.T @ (m_n * expit(A @ current) - w_n)  # at theta_ref: groups already
-        grad_tol = 1e-2 * abs_tol / (1.0 + float(np.abs(space.pivot_coords[:r, :r]).sum(axis=0).max(initial=0.0)))
+        # ||D'(m s - w)||_inf <= sqrt(r) ||C_P||_1 ||g||_inf for the pivots' gradient g: half the tolerance
+        grad_tol = 0.5 * abs_tol / (np.sqrt(r) * float(np.abs(space.pivot_coords[:r, :r]).sum(axis=0).max()))
         for columns, rows in groups:
             if float(np.abs(grad[columns]).max()) <= grad_tol:  # at their minimum (the new row is elsewhere)
                 continue

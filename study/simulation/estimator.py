@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ..core import costs
+from ..core import costs, rowspace
 from ..core.inference import DebiasResult, debias_data
 from ..core.likelihood import ComparisonData
 from ..core.mle import identified, new_row_term, solve
@@ -109,7 +109,9 @@ class Estimate:
             # rows only add information: once identified, always identified; the rank bound
             # settles the early steps without a factorisation, and so does an exact null vector
             # (an item whose rows span fewer than d contexts: ComparisonData.null_pair)
-            if not self.identified and self.data.rank_bound() >= self.data.n_parameters:
+            # (and, for the exact estimate, its kept row space: study.core.rowspace)
+            if (not self.identified and self.data.rank_bound() >= self.data.n_parameters
+                    and not (s.tie_break == "exact" and rowspace.rank_deficient(self.data))):
                 if self.data.null_pair() is None:
                     self.identified = identified(self.data, self.theta, np.zeros(self.data.n_items))
                 else:
