@@ -55,12 +55,19 @@ from .fresh import _read_exactly, _write_all  # the pipes' framing, shared with 
 _LEN = struct.Struct("<Q")
 _DOWN = struct.Struct("<cQ")  # trusted -> policy: kind, length of the payload that follows
 _STEP = struct.Struct("<qB4d")  # an S frame's head: t, theta sent (0/1), the four uniforms; then x [, theta]
+_S_HEAD = struct.Struct("<cQqB4d")  # _DOWN and _STEP in one
 _UPDATE = struct.Struct("<qqBq")  # a U frame: major, other, explored, wins
 CHOICE = struct.Struct("<qqB")
+_ANSWER = struct.Struct("<cqqB")  # a C message: its kind and CHOICE in one
 READY = struct.Struct("<B")
 TEXT = struct.Struct("<I")
 MAX_DESCRIPTION = 1 << 20
 MAX_TEXT = 16384  # an error's first line, then the policy's traceback (its last lines kept)
+# How long the trusted side polls for an answer (non-blocking reads) before it blocks.  A read that
+# blocks puts the loop's CPU to sleep (on a virtual machine its vCPU halts), and the loop's own
+# numerical work after it ran measurably slower (cold caches, the wake-up); an answer comes in
+# ~0.05-0.15 ms, so a bounded poll keeps the loop warm for little CPU (docs/baselines.md).
+SPIN_SECONDS = 0.002
 _LOCK = threading.Lock()
 _SERVER: list = []
 
@@ -98,14 +105,25 @@ def _pickled(kind: bytes, obj) -> bytes:
 
 class _Buffered:
     """Reads from a pipe through a buffer: a message's header and body in one system call where
-    they arrived together (fewer calls per step)."""
+    they arrived together (one read a step).  Reads ask for at most ``chunk`` bytes: a 64 KiB
+    request allocates (and gives back) 64 KiB a call, which cost measurably per step."""
+
+    chunk = 4096
 
     def __init__(self, fd: int):
-        self.fd, self.buffer = fd, b""
+        self.fd, self.buffer, self._poll = fd, b"", None
+
+    def poll(self):
+        """The ``poll`` method of a :func:`select.poll` object that watches this pipe."""
+        if self._poll is None:
+            import select
+            self._poll = select.poll()
+            self._poll.register(self.fd, select.POLLIN)
+        return self._poll.poll
 
     def read(self, n: int) -> bytes | None:
         while len(self.buffer) < n:
-            chunk = os.read(self.fd, max(n - len(self.buffer), 1 << 16))
+            chunk = os.read(self.fd, max(n - len(self.buffer), self.chunk))
             if not chunk:
                 return None
             self.buffer += chunk
@@ -115,6 +133,17 @@ class _Buffered:
 
 def _read_down(reader: _Buffered):
     """In the policy's process: (kind, payload bytes) from the trusted side, or (None, None) at its end."""
+    buffer = reader.buffer
+    if not buffer:  # the usual case: a whole frame in one read
+        buffer = reader.buffer = os.read(reader.fd, reader.chunk)
+        if not buffer:
+            return None, None
+    if len(buffer) >= _DOWN.size:
+        kind, n = _DOWN.unpack_from(buffer)
+        end = _DOWN.size + n
+        if len(buffer) >= end:
+            reader.buffer = buffer[end:]
+            return kind, buffer[_DOWN.size:end]
     header = reader.read(_DOWN.size)
     if header is None:
         return None, None
@@ -213,27 +242,33 @@ class _Child:
                 if kind == b"L":  # the arrays' layout (dtype, shape of x, of theta): once, or when it changes
                     layout = pickle.loads(data)
                     x_type, theta_type = np.dtype(layout[0]), np.dtype(layout[2])
-                    x_bytes = x_type.itemsize * int(np.prod(layout[1], dtype=np.int64))
+                    x_count = int(np.prod(layout[1], dtype=np.int64))
+                    x_shape = None if len(layout[1]) == 1 else layout[1]
+                    theta_at = _STEP.size + x_type.itemsize * x_count
                     continue
                 if kind == b"S":
                     t, fresh_theta, coin, edge, end, neighbour = _STEP.unpack_from(data)
-                    x = np.frombuffer(data, x_type, offset=_STEP.size, count=x_bytes // x_type.itemsize)
-                    if fresh_theta:  # arrays over the frame's bytes: read-only, as the loop's copies are
-                        theta = np.frombuffer(data, theta_type, offset=_STEP.size + x_bytes).reshape(layout[3])
+                    # arrays over the frame's bytes: read-only, as the loop's copies are
+                    x = np.frombuffer(data, x_type, x_count, _STEP.size)
+                    if fresh_theta:
+                        theta = np.frombuffer(data, theta_type, -1, theta_at).reshape(layout[3])
                     step = self.step = Step.__new__(Step)  # built from its slots: the values are already owned
-                    step.t, step.x, step.graph, step.setting, step.rng = t, x.reshape(layout[1]), self.graph, setting, \
-                        self.rng
+                    step.t, step.x, step.graph, step.setting, step.rng = t, x if x_shape is None else x.reshape(x_shape), \
+                        self.graph, setting, self.rng
                     step.coin, step.edge, step.end, step.neighbour = coin, edge, end, neighbour
                     step._theta, step._debias = theta, self._debiased()
                     choice = self.policy.select(step)
-                    try:
-                        major, other, explored = unpack_choice(choice)
-                    except TypeError:
-                        raise TypeError(f"select at t={t} returned {choice!r}; expected a Choice(major, other, "
-                                        "explored) with integer items") from None
-                    if not is_flag(explored):
-                        raise TypeError(f"select at t={t} returned explored={explored!r}; it must be a bool")
-                    answer = b"C" + CHOICE.pack(major, other, int(bool(explored)))
+                    if type(choice) is Choice and choice[2].__class__ is bool:  # checked when it was built
+                        major, other, explored = choice
+                    else:
+                        try:
+                            major, other, explored = unpack_choice(choice)
+                        except TypeError:
+                            raise TypeError(f"select at t={t} returned {choice!r}; expected a Choice(major, other, "
+                                            "explored) with integer items") from None
+                        if not is_flag(explored):
+                            raise TypeError(f"select at t={t} returned explored={explored!r}; it must be a bool")
+                    answer = _ANSWER.pack(b"C", major, other, bool(explored))
                 else:  # b"U": the comparison's outcome
                     major, other, explored, wins = _UPDATE.unpack(data)
                     self.policy.update(self.step, Choice(major, other, bool(explored)), wins)
@@ -245,7 +280,9 @@ class _Child:
                 _send_text(self.up, f"PolicyRefused: {self.watch.refusals[refused]} (the policy caught the refusal "
                                     "and went on; its result is not stored)")
                 return
-            _write_all(self.up, answer)
+            sent = os.write(self.up, answer)  # a few bytes: written whole (a pipe's writes under 4 KiB are atomic)
+            if sent < len(answer):
+                _write_all(self.up, answer[sent:])
 
     def _debiased(self):
         cache = []
@@ -438,6 +475,7 @@ class _Process:
             self.watchdog.daemon = True
             self.watchdog.start()
         self.reader = _Buffered(self.up)
+        os.set_blocking(self.up, False)  # read by polling first (_read_spinning)
         kind = self.kind()
         if describe:
             if kind != b"J":
@@ -484,12 +522,37 @@ class _Process:
         if self.deadline is not None:
             data = self._read_until(n)
         else:
-            data = reader.read(n)
+            data = self._read_spinning(n)
         if data is None:
             if self.expired:
                 raise self._timed_out()
             raise self.fail(PolicyCrashed, "its process ended without an answer (os._exit, a fatal signal, the "
                                            "kernel's OOM killer, or a call the kernel refused by ending it)")
+        return data
+
+    def _read_spinning(self, n: int) -> bytes | None:
+        """``n`` bytes from the policy's process (None at its end): polled without blocking for up
+        to :data:`SPIN_SECONDS` (:data:`SPIN_SECONDS`' comment), then waited for (the watchdog's
+        kill of a hung policy ends the wait: end of file)."""
+        reader = self.reader
+        poll = reader.poll()
+        end = None
+        while len(reader.buffer) < n:
+            if not poll(0):
+                now = time.perf_counter()
+                if end is None:
+                    end = now + SPIN_SECONDS
+                if now < end:
+                    continue
+                poll()  # no timeout: bounded by the watchdog
+            try:
+                chunk = os.read(reader.fd, max(n - len(reader.buffer), reader.chunk))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return None
+            reader.buffer += chunk
+        data, reader.buffer = reader.buffer[:n], reader.buffer[n:]
         return data
 
     def _read_until(self, n: int) -> bytes | None:
@@ -499,7 +562,10 @@ class _Process:
             wait = self.deadline - time.monotonic()
             if wait <= 0 or not select.select([reader.fd], [], [], wait)[0]:
                 raise self._timed_out()
-            chunk = os.read(reader.fd, 1 << 16)
+            try:
+                chunk = os.read(reader.fd, max(n - len(reader.buffer), reader.chunk))
+            except BlockingIOError:  # (the descriptor does not block: _read_spinning)
+                continue
             if not chunk:
                 return None
             reader.buffer += chunk
@@ -523,7 +589,9 @@ class _Process:
 
     def send(self, frames: bytes) -> None:
         try:
-            _write_all(self.down, frames)
+            sent = os.write(self.down, frames)  # a step's frame: one call
+            if sent < len(frames):
+                _write_all(self.down, frames[sent:])
         except (BrokenPipeError, OSError):
             self.kind()  # its last words, if any
             raise self.fail(PolicyCrashed, "its process ended without an answer") from None
@@ -574,19 +642,24 @@ class RemotePolicy:
             frames.append(_pickled(b"F", (step.graph, step.rng.bit_generator.state)))
             self._first = False
         x, theta = step.x, step.theta
-        layout = (x.dtype.str, x.shape, theta.dtype.str, theta.shape)
-        if layout != self._layout:
+        key = (x.dtype, x.shape, theta.dtype, theta.shape)
+        if key != self._layout:
             if x.dtype.hasobject or theta.dtype.hasobject:
                 raise TypeError(f"a step's x ({x.dtype}) and theta ({theta.dtype}) must be numeric arrays")
-            frames.append(_pickled(b"L", layout))
-            self._layout, self._theta = layout, None
+            frames.append(_pickled(b"L", (x.dtype.str, x.shape, theta.dtype.str, theta.shape)))
+            self._layout, self._theta = key, None
         theta_bytes = theta.tobytes()
         fresh = theta_bytes != self._theta  # theta is sent only when it changed
         self._theta = theta_bytes
-        frames.append(_frame(b"S", _STEP.pack(step.t, fresh, step.coin, step.edge, step.end, step.neighbour)
-                             + x.tobytes() + (theta_bytes if fresh else b"")))
+        x_bytes = x.tobytes()
+        if not fresh:
+            theta_bytes = b""
+        frames.append(_S_HEAD.pack(b"S", _STEP.size + len(x_bytes) + len(theta_bytes), step.t, fresh, step.coin,
+                                   step.edge, step.end, step.neighbour))
+        frames.append(x_bytes)
+        frames.append(theta_bytes)
         process = self._process
-        process.send(frames[0] if len(frames) == 1 else b"".join(frames))
+        process.send(b"".join(frames))
         self._serve(step, b"C")
         major, other, explored = CHOICE.unpack(process.read(CHOICE.size))
         if explored not in (0, 1):
