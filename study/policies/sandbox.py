@@ -67,7 +67,7 @@ MAX_TEXT = 16384  # an error's first line, then the policy's traceback (its last
 # blocks puts the loop's CPU to sleep (on a virtual machine its vCPU halts), and the loop's own
 # numerical work after it ran measurably slower (cold caches, the wake-up); an answer comes in
 # ~0.05-0.15 ms, so a bounded poll keeps the loop warm for little CPU (docs/baselines.md).
-SPIN_SECONDS = 0.002
+SPIN_SECONDS = 0.001
 _LOCK = threading.Lock()
 _SERVER: list = []
 
@@ -450,6 +450,7 @@ class ConfinedFactory:
 
 
 class _Process:
+    waits = misses = 0  # _read_spinning's counts
     def __init__(self, owner: ConfinedFactory, setting, kernel: bool, describe: bool = False):
         self.owner, self.scratch = owner, confine.scratch_dir()
         self.expired, self.watchdog, self._kill_lock = False, None, threading.Lock()
@@ -532,19 +533,27 @@ class _Process:
 
     def _read_spinning(self, n: int) -> bytes | None:
         """``n`` bytes from the policy's process (None at its end): polled without blocking for up
-        to :data:`SPIN_SECONDS` (:data:`SPIN_SECONDS`' comment), then waited for (the watchdog's
-        kill of a hung policy ends the wait: end of file)."""
+        to :data:`SPIN_SECONDS` (its comment), then waited for (the watchdog's kill of a hung
+        policy ends the wait: end of file).  A policy whose answers take longer than that is not
+        polled for (after three misses; tried again every 32nd wait): polling would only cost CPU."""
         reader = self.reader
         poll = reader.poll()
-        end = None
+        self.waits += 1
+        end = None if self.misses < 3 or self.waits % 32 == 0 else 0.0
         while len(reader.buffer) < n:
             if not poll(0):
                 now = time.perf_counter()
                 if end is None:
                     end = now + SPIN_SECONDS
                 if now < end:
+                    os.sched_yield()  # the policy's process may be waiting for this CPU
                     continue
+                if end:
+                    self.misses += 1
+                    end = 0.0
                 poll()  # no timeout: bounded by the watchdog
+            elif end:
+                self.misses = 0
             try:
                 chunk = os.read(reader.fd, max(n - len(reader.buffer), reader.chunk))
             except BlockingIOError:
