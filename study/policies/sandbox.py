@@ -62,11 +62,12 @@ READY = struct.Struct("<B")
 TEXT = struct.Struct("<I")
 MAX_DESCRIPTION = 1 << 20
 MAX_TEXT = 16384  # an error's first line, then the policy's traceback (its last lines kept)
-# How long the trusted side polls for an answer (non-blocking reads) before it blocks.  A read that
-# blocks puts the loop's CPU to sleep (on a virtual machine its vCPU halts), and the loop's own
-# numerical work after it ran measurably slower (cold caches, the wake-up); an answer comes in
-# ~0.05-0.15 ms, so a bounded poll keeps the loop warm for little CPU (docs/baselines.md).
-SPIN_SECONDS = 0.001
+# How long the trusted side polls for an answer (non-blocking reads, yielding the CPU) before it
+# blocks.  A blocking read lets the loop's CPU go idle (on a virtual machine its vCPU halts): its
+# wake-up costs tens of microseconds, and the loop's own numerical work after it ran slower (cold
+# caches).  A clean policy answers in ~0.05-0.2 ms; a slower one is not polled for (_read_spinning).
+# Polling moves cost from wall time to the loop's CPU (docs/baselines.md, "Cost").
+SPIN_SECONDS = 0.0005
 _LOCK = threading.Lock()
 _SERVER: list = []
 
