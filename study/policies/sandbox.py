@@ -3,8 +3,8 @@ carries nothing executable back.
 
 The trusted process (the worker that runs the replication's loop: the environment, theta*, the
 estimator, the storage) builds the policy through :class:`ConfinedFactory`: a process forked from
-a policy server (started once per trusted process, ``python -c ... serve``; it imports
-:mod:`study` and never runs user code) is confined by the kernel (:mod:`study.policies.confine`)
+a policy server (started once per trusted process, ``python -c ... serve``,
+:mod:`study.policies.policy_server`; it imports :mod:`study` and never runs user code) is confined by the kernel (:mod:`study.policies.confine`)
 and watched by the audit hook (:mod:`study.policies.hooks`, the second line) *before* it
 unpickles the factory or imports the policy's module.  Then, per step, it is handed what
 ``select(step)`` is given -- t, the context, the shared uniforms, theta(t-1), the graph, the
@@ -15,8 +15,9 @@ uniforms and theta(t-1) as raw float64 -- theta only when it changed -- read in 
 process as read-only arrays of the layout announced once per replication, ``L``); what is sent once
 (the graph, the policy's generator, the layout) and on demand (``D``: the debiased estimate) is
 pickled, in the direction in which unpickling is harmless.  Each step costs one write and one read
-on each side: no timers or polls per step (the time limit is a watchdog thread that ends the
-policy's process).
+on each side; the trusted side polls for the answer for at most :data:`SPIN_SECONDS` before it
+blocks (its comment says why), and the time limit is a watchdog thread that ends the policy's
+process (no timer per step).
 
 What crosses from the policy's process to the trusted one is a byte of kind and a fixed payload,
 parsed with :mod:`struct`, never unpickled, evaluated or imported:
