@@ -144,8 +144,9 @@ class _Child:
                     if fresh_theta:
                         theta = np.frombuffer(data, theta_type, -1, theta_at).reshape(layout[3])
                     step = self.step = Step.__new__(Step)  # built from its slots: the values are already owned
-                    step.t, step.x, step.graph, step.setting, step.rng = t, x if x_shape is None else x.reshape(x_shape), \
-                        self.graph, setting, self.rng
+                    step.t, step.x, step.graph, step.setting, step.rng = t, x, self.graph, setting, self.rng
+                    if x_shape is not None:
+                        step.x = x.reshape(x_shape)
                     step.coin, step.edge, step.end, step.neighbour = coin, edge, end, neighbour
                     step._theta, step._debias = theta, self._debiased()
                     choice = self.policy.select(step)

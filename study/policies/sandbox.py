@@ -3,10 +3,11 @@ carries nothing executable back.
 
 The trusted process (the worker that runs the replication's loop: the environment, theta*, the
 estimator, the storage) builds the policy through :class:`ConfinedFactory`: a process forked from
-a policy server (started once per trusted process, ``python -c ... serve``,
-:mod:`study.policies.policy_server`; it imports :mod:`study` and never runs user code) is confined by the kernel (:mod:`study.policies.confine`)
-and watched by the audit hook (:mod:`study.policies.hooks`, the second line) *before* it
-unpickles the factory or imports the policy's module.  Then, per step, it is handed what
+a policy server (started once per trusted process, ``python -c ... serve``, the loop of
+:mod:`study.policies.policy_server`; it imports :mod:`study` and never runs user code) is confined
+by the kernel (:mod:`study.policies.confine`) and watched by the audit hook
+(:mod:`study.policies.hooks`, the second line) *before* it unpickles the factory or imports the
+policy's module.  Then, per step, it is handed what
 ``select(step)`` is given -- t, the context, the shared uniforms, theta(t-1), the graph, the
 public setting, its private generator, and the debiased estimate on request -- and answers.
 
