@@ -59,19 +59,19 @@ def _cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _cpu(method, r, overrides) -> float:
-    """CPU seconds replication ``r`` costs: this process's (the loop) plus, for a user policy, its
+def _cpu(method, r, overrides) -> tuple:
+    """CPU seconds replication ``r`` costs: this process's (the loop) and, for a user policy, its
     confined process's (read from /proc before it is ended)."""
     from study.policies.sandbox import ConfinedFactory
     from study.simulation.replication import run_replication
     factory = None if method == "RB" else ConfinedFactory(method)
     start = time.process_time()
     run_replication("A", method, 1000 + r, policy=factory, **overrides)
-    total = time.process_time() - start
+    loop, policy = time.process_time() - start, 0.0
     if factory is not None:
-        total += sum(_cpu_of(p.pid) for p in factory.processes)
+        policy = sum(_cpu_of(p.pid) for p in factory.processes)
         factory.close()
-    return total
+    return loop, policy
 
 
 def _in_process(factory, reps, overrides) -> float:
@@ -102,6 +102,8 @@ def main(argv=None) -> None:
     import pandas as pd
     rb, own = (pd.concat(frames[m], ignore_index=True) for m in ("RB", user))
     builtin, confined = sum(walls["RB"]), sum(walls[user])
+    split = {m: np.sum(cpus[m], axis=0) / args.reps for m in ("RB", user)}  # (loop, policy process)
+    cpus = {m: [sum(c) for c in cpus[m]] for m in cpus}
     cpu_builtin, cpu_confined = (sum(cpus[m]) / args.reps for m in ("RB", user))
     median_wall, median_cpu = (float(np.median(np.divide(d[user], d["RB"]))) for d in (walls, cpus))
     for column in ("major", "other", "regret", "rel_error"):
@@ -115,6 +117,8 @@ def main(argv=None) -> None:
           f"(x{confined / builtin:.2f}; median of the replications' ratios x{median_wall:.2f})")
     print(f"  CPU a replication (loop + policy process): built-in {cpu_builtin:.3f} s, confined "
           f"{cpu_confined:.3f} s (x{cpu_confined / cpu_builtin:.2f}; median x{median_cpu:.2f})")
+    print(f"  of which, a step: the loop +{1e6 * (split[user][0] - split['RB'][0]) / args.T:.1f} us, the policy's "
+          f"process {1e6 * split[user][1] / args.T:.1f} us")
     print(f"  channel round trip per step:      {1e6 * max(echo - plain, 0.0) / steps:8.1f} us "
           "(random edges, confined vs in the worker's process; a fork per replication included)")
 

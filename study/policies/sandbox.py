@@ -3,10 +3,11 @@ carries nothing executable back.
 
 The trusted process (the worker that runs the replication's loop: the environment, theta*, the
 estimator, the storage) builds the policy through :class:`ConfinedFactory`: a process forked from
-a policy server (started once per trusted process, ``python -c ... serve``; it imports
-:mod:`study` and never runs user code) is confined by the kernel (:mod:`study.policies.confine`)
-and watched by the audit hook (:mod:`study.policies.hooks`, the second line) *before* it
-unpickles the factory or imports the policy's module.  Then, per step, it is handed what
+a policy server (started once per trusted process, ``python -c ... serve``, the loop of
+:mod:`study.policies.policy_server`; it imports :mod:`study` and never runs user code) is confined
+by the kernel (:mod:`study.policies.confine`) and watched by the audit hook
+(:mod:`study.policies.hooks`, the second line) *before* it unpickles the factory or imports the
+policy's module.  Then, per step, it is handed what
 ``select(step)`` is given -- t, the context, the shared uniforms, theta(t-1), the graph, the
 public setting, its private generator, and the debiased estimate on request -- and answers.
 
@@ -15,8 +16,9 @@ uniforms and theta(t-1) as raw float64 -- theta only when it changed -- read in 
 process as read-only arrays of the layout announced once per replication, ``L``); what is sent once
 (the graph, the policy's generator, the layout) and on demand (``D``: the debiased estimate) is
 pickled, in the direction in which unpickling is harmless.  Each step costs one write and one read
-on each side: no timers or polls per step (the time limit is a watchdog thread that ends the
-policy's process).
+on each side; the trusted side polls for the answer for at most :data:`SPIN_SECONDS` before it
+blocks (its comment says why), and the time limit is a watchdog thread that ends the policy's
+process (no timer per step).
 
 What crosses from the policy's process to the trusted one is a byte of kind and a fixed payload,
 parsed with :mod:`struct`, never unpickled, evaluated or imported:
@@ -46,21 +48,28 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 
-from . import confine, hooks
-from .fresh import _read_exactly, _write_all  # the pipes' framing, shared with the fresh processes
+from . import confine
+from .fresh import _write_all  # the pipes' framing, shared with the fresh processes
 
 _LEN = struct.Struct("<Q")
 _DOWN = struct.Struct("<cQ")  # trusted -> policy: kind, length of the payload that follows
 _STEP = struct.Struct("<qB4d")  # an S frame's head: t, theta sent (0/1), the four uniforms; then x [, theta]
+_S_HEAD = struct.Struct("<cQqB4d")  # _DOWN and _STEP in one
 _UPDATE = struct.Struct("<qqBq")  # a U frame: major, other, explored, wins
 CHOICE = struct.Struct("<qqB")
+_ANSWER = struct.Struct("<cqqB")  # a C message: its kind and CHOICE in one
 READY = struct.Struct("<B")
 TEXT = struct.Struct("<I")
 MAX_DESCRIPTION = 1 << 20
 MAX_TEXT = 16384  # an error's first line, then the policy's traceback (its last lines kept)
+# How long the trusted side polls for an answer (non-blocking reads, yielding the CPU) before it
+# blocks.  A blocking read lets the loop's CPU go idle (on a virtual machine its vCPU halts): its
+# wake-up costs tens of microseconds, and the loop's own numerical work after it ran slower (cold
+# caches).  A clean policy answers in ~0.05-0.2 ms; a slower one is not polled for (_read_spinning).
+# Polling moves cost from wall time to the loop's CPU (docs/baselines.md, "Cost").
+SPIN_SECONDS = 0.0005
 _LOCK = threading.Lock()
 _SERVER: list = []
 
@@ -98,14 +107,25 @@ def _pickled(kind: bytes, obj) -> bytes:
 
 class _Buffered:
     """Reads from a pipe through a buffer: a message's header and body in one system call where
-    they arrived together (fewer calls per step)."""
+    they arrived together (one read a step).  Reads ask for at most ``chunk`` bytes: a 64 KiB
+    request allocates (and gives back) 64 KiB a call, which cost measurably per step."""
+
+    chunk = 4096
 
     def __init__(self, fd: int):
-        self.fd, self.buffer = fd, b""
+        self.fd, self.buffer, self._poll = fd, b"", None
+
+    def poll(self):
+        """The ``poll`` method of a :func:`select.poll` object that watches this pipe."""
+        if self._poll is None:
+            import select
+            self._poll = select.poll()
+            self._poll.register(self.fd, select.POLLIN)
+        return self._poll.poll
 
     def read(self, n: int) -> bytes | None:
         while len(self.buffer) < n:
-            chunk = os.read(self.fd, max(n - len(self.buffer), 1 << 16))
+            chunk = os.read(self.fd, max(n - len(self.buffer), self.chunk))
             if not chunk:
                 return None
             self.buffer += chunk
@@ -113,208 +133,13 @@ class _Buffered:
         return data
 
 
-def _read_down(reader: _Buffered):
-    """In the policy's process: (kind, payload bytes) from the trusted side, or (None, None) at its end."""
-    header = reader.read(_DOWN.size)
-    if header is None:
-        return None, None
-    kind, n = _DOWN.unpack(header)
-    data = reader.read(n)
-    return (None, None) if data is None else (kind, data)
-
-
-def _send_text(fd: int, text: str) -> None:
-    data = text.encode("utf-8", "replace")[:MAX_TEXT]
-    _write_all(fd, b"E" + TEXT.pack(len(data)) + data)
-
-
-def _described(exc: BaseException) -> str:
-    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
-    return f"{type(exc).__name__}: {exc}{where}"
-
-
-# --- the policy's process -------------------------------------------------------------------
-
-class _Child:
-    """The loop of a confined policy process: build the policy, answer each step."""
-
-    def __init__(self, job: dict, down: int, up: int):
-        self.job, self.down, self.up = job, _Buffered(down), up
-        self.step = self.graph = self.rng = None
-
-    def run(self) -> None:
-        job = self.job
-        os.chdir(job["scratch"])  # its working directory: the one place it may write (module docstring)
-        needs = frozenset(job["needs"])
-        if job["confine"]:
-            try:
-                confine.confine(job["scratch"], needs, job["hidden"], extra_reads=job["path"])  # the asker's path
-            except Exception as exc:  # noqa: BLE001 -- reported, nothing of the policy has run
-                _send_text(self.up, f"ConfinementUnavailable: {exc}")
-                return
-        method = job["method"]
-        # describing an import path, its declared needs are not known yet: the kernel refuses what
-        # is not lifted, the audit hooks (the second line) refuse nothing (tempfile's probes go on
-        # to the scratch directory)
-        self.watch = hooks.Watch(method, hooks.policy_roots(method.partition(":")[0] if ":" in method else None),
-                                 frozenset(hooks.NEEDS) if job.get("describe") else needs)
-        hooks.install_for_process(self.watch)
-        try:
-            sys.path[:] = job["path"]
-            from .registry import make_policy, resolve_policy
-            if job["factory"] is not None:
-                data, loader = job["factory"]
-                factory = __import__(loader, fromlist=["loads"]).loads(data)
-            else:
-                factory = resolve_policy(method)
-            if job.get("describe"):  # the asker's questions (registry.describe_import_path)
-                from .provenance import description
-                data = json.dumps(description(method, factory)).encode("utf-8")
-                _write_all(self.up, b"J" + TEXT.pack(len(data)) + data)
-                return
-            self.policy = make_policy(method, job["setting"], factory)
-        except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
-            _send_text(self.up, self._failure(exc, "building the policy"))
-            return
-        _write_all(self.up, b"R" + READY.pack(callable(getattr(self.policy, "update", None))))
-        self.serve()
-
-    def _failure(self, exc, what) -> str:
-        """The failure's one-line summary, then its traceback in this process (text: the trusted
-        side stores it for ``python -m study.results failures``, never runs it)."""
-        summary = (f"SystemExit: the policy called sys.exit({exc.code!r}) while {what}" if isinstance(exc, SystemExit)
-                   else _described(exc)).replace("\n", " ")
-        trace = "".join(traceback.format_exception(exc))
-        room = MAX_TEXT - len(summary.encode("utf-8", "replace")) - 200
-        if len(trace) > room:
-            trace = "... (the traceback's start cut)\n" + trace[-max(room, 0):]
-        return f"{summary}\n{trace}"
-
-    def serve(self) -> None:
-        import numpy as np
-
-        from ..simulation.settings import public_view
-        from .base import Choice, Step, is_flag, unpack_choice
-        setting = public_view(self.job["setting"])
-        layout = theta = None
-        while True:
-            kind, data = _read_down(self.down)
-            if kind is None:
-                return
-            refused = len(self.watch.refusals)
-            try:
-                if kind == b"F":  # once: the policy's graph and generator
-                    self.graph, state = pickle.loads(data)
-                    bits = getattr(np.random, state["bit_generator"])()
-                    bits.state = state
-                    self.rng = np.random.Generator(bits)
-                    continue
-                if kind == b"L":  # the arrays' layout (dtype, shape of x, of theta): once, or when it changes
-                    layout = pickle.loads(data)
-                    x_type, theta_type = np.dtype(layout[0]), np.dtype(layout[2])
-                    x_bytes = x_type.itemsize * int(np.prod(layout[1], dtype=np.int64))
-                    continue
-                if kind == b"S":
-                    t, fresh_theta, coin, edge, end, neighbour = _STEP.unpack_from(data)
-                    x = np.frombuffer(data, x_type, offset=_STEP.size, count=x_bytes // x_type.itemsize)
-                    if fresh_theta:  # arrays over the frame's bytes: read-only, as the loop's copies are
-                        theta = np.frombuffer(data, theta_type, offset=_STEP.size + x_bytes).reshape(layout[3])
-                    step = self.step = Step.__new__(Step)  # built from its slots: the values are already owned
-                    step.t, step.x, step.graph, step.setting, step.rng = t, x.reshape(layout[1]), self.graph, setting, \
-                        self.rng
-                    step.coin, step.edge, step.end, step.neighbour = coin, edge, end, neighbour
-                    step._theta, step._debias = theta, self._debiased()
-                    choice = self.policy.select(step)
-                    try:
-                        major, other, explored = unpack_choice(choice)
-                    except TypeError:
-                        raise TypeError(f"select at t={t} returned {choice!r}; expected a Choice(major, other, "
-                                        "explored) with integer items") from None
-                    if not is_flag(explored):
-                        raise TypeError(f"select at t={t} returned explored={explored!r}; it must be a bool")
-                    answer = b"C" + CHOICE.pack(major, other, int(bool(explored)))
-                else:  # b"U": the comparison's outcome
-                    major, other, explored, wins = _UPDATE.unpack(data)
-                    self.policy.update(self.step, Choice(major, other, bool(explored)), wins)
-                    answer = b"U"
-            except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
-                _send_text(self.up, self._failure(exc, {b"S": "select", b"U": "update"}.get(kind, "reading its step")))
-                return
-            if len(self.watch.refusals) > refused:
-                _send_text(self.up, f"PolicyRefused: {self.watch.refusals[refused]} (the policy caught the refusal "
-                                    "and went on; its result is not stored)")
-                return
-            _write_all(self.up, answer)
-
-    def _debiased(self):
-        cache = []
-
-        def debiased():
-            if not cache:
-                _write_all(self.up, b"D")
-                kind, data = _read_down(self.down)
-                if kind != b"D":
-                    raise RuntimeError("the trusted side ended the replication")
-                cache.append(pickle.loads(data))  # from the trusted side
-            return cache[0]
-
-        return debiased
-
-
-# --- the policy server --------------------------------------------------------------------
-
-def serve(fd: int) -> None:
-    """The policy server's loop (``python -c ... serve(fd)``): receive a job and the two ends of
-    its pipes on socket ``fd``, fork a child that runs it, answer its pid and a pidfd."""
-    control = socket.socket(fileno=fd)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)
-    from . import fresh
-    __import__(fresh.PRELOAD)
-    fresh._warm()
-    confine.prepare()  # the children's confinement, ready before any fork
-    import gc
-    gc.freeze()
-    while True:
-        try:
-            header, fds, _, _ = socket.recv_fds(control, _LEN.size, 2)
-        except OSError:
-            return
-        if len(header) < _LEN.size:
-            return
-        data = _read_exactly(control.fileno(), _LEN.unpack(header)[0])
-        if data is None or len(fds) != 2:
-            return
-        job = pickle.loads(data)  # from the trusted process that started this server
-        pid = os.fork()
-        if pid == 0:
-            try:
-                low, high = sorted(fds)  # nothing but its own two pipes stays open in the child
-                os.closerange(3, low)
-                os.closerange(low + 1, high)
-                os.closerange(high + 1, 1 << 16)
-                _Child(job, fds[0], fds[1]).run()
-            finally:
-                os._exit(0)
-        for end in fds:
-            os.close(end)
-        pidfd = os.pidfd_open(pid)
-        socket.send_fds(control, [_LEN.pack(pid)], [pidfd])
-        os.close(pidfd)
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
-
+# --- the policy server (its loop and the policy's process: study.policies.policy_server) ----
 
 class _Server:
     def __init__(self):
         ours, theirs = socket.socketpair()
         root = str(Path(__file__).resolve().parents[2])
-        code = (f"import sys; sys.path.insert(0, {root!r}); from study.policies.sandbox import serve; "
+        code = (f"import sys; sys.path.insert(0, {root!r}); from study.policies.policy_server import serve; "
                 f"serve({theirs.fileno()})")
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
@@ -413,6 +238,7 @@ class ConfinedFactory:
 
 
 class _Process:
+    waits = misses = 0  # _read_spinning's counts
     def __init__(self, owner: ConfinedFactory, setting, kernel: bool, describe: bool = False):
         self.owner, self.scratch = owner, confine.scratch_dir()
         self.expired, self.watchdog, self._kill_lock = False, None, threading.Lock()
@@ -438,6 +264,7 @@ class _Process:
             self.watchdog.daemon = True
             self.watchdog.start()
         self.reader = _Buffered(self.up)
+        os.set_blocking(self.up, False)  # read by polling first (_read_spinning)
         kind = self.kind()
         if describe:
             if kind != b"J":
@@ -484,12 +311,45 @@ class _Process:
         if self.deadline is not None:
             data = self._read_until(n)
         else:
-            data = reader.read(n)
+            data = self._read_spinning(n)
         if data is None:
             if self.expired:
                 raise self._timed_out()
             raise self.fail(PolicyCrashed, "its process ended without an answer (os._exit, a fatal signal, the "
                                            "kernel's OOM killer, or a call the kernel refused by ending it)")
+        return data
+
+    def _read_spinning(self, n: int) -> bytes | None:
+        """``n`` bytes from the policy's process (None at its end): polled without blocking for up
+        to :data:`SPIN_SECONDS` (its comment), then waited for (the watchdog's kill of a hung
+        policy ends the wait: end of file).  A policy whose answers take longer than that is not
+        polled for (after three misses; tried again every 32nd wait): polling would only cost CPU."""
+        reader = self.reader
+        poll = reader.poll()
+        self.waits += 1
+        end = None if self.misses < 3 or self.waits % 32 == 0 else 0.0
+        while len(reader.buffer) < n:
+            if not poll(0):
+                now = time.perf_counter()
+                if end is None:
+                    end = now + SPIN_SECONDS
+                if now < end:
+                    os.sched_yield()  # the policy's process may be waiting for this CPU
+                    continue
+                if end:
+                    self.misses += 1
+                    end = 0.0
+                poll()  # no timeout: bounded by the watchdog
+            elif end:
+                self.misses = 0
+            try:
+                chunk = os.read(reader.fd, max(n - len(reader.buffer), reader.chunk))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return None
+            reader.buffer += chunk
+        data, reader.buffer = reader.buffer[:n], reader.buffer[n:]
         return data
 
     def _read_until(self, n: int) -> bytes | None:
@@ -499,7 +359,10 @@ class _Process:
             wait = self.deadline - time.monotonic()
             if wait <= 0 or not select.select([reader.fd], [], [], wait)[0]:
                 raise self._timed_out()
-            chunk = os.read(reader.fd, 1 << 16)
+            try:
+                chunk = os.read(reader.fd, max(n - len(reader.buffer), reader.chunk))
+            except BlockingIOError:  # (the descriptor does not block: _read_spinning)
+                continue
             if not chunk:
                 return None
             reader.buffer += chunk
@@ -523,7 +386,9 @@ class _Process:
 
     def send(self, frames: bytes) -> None:
         try:
-            _write_all(self.down, frames)
+            sent = os.write(self.down, frames)  # a step's frame: one call
+            if sent < len(frames):
+                _write_all(self.down, frames[sent:])
         except (BrokenPipeError, OSError):
             self.kind()  # its last words, if any
             raise self.fail(PolicyCrashed, "its process ended without an answer") from None
@@ -574,19 +439,24 @@ class RemotePolicy:
             frames.append(_pickled(b"F", (step.graph, step.rng.bit_generator.state)))
             self._first = False
         x, theta = step.x, step.theta
-        layout = (x.dtype.str, x.shape, theta.dtype.str, theta.shape)
-        if layout != self._layout:
+        key = (x.dtype, x.shape, theta.dtype, theta.shape)
+        if key != self._layout:
             if x.dtype.hasobject or theta.dtype.hasobject:
                 raise TypeError(f"a step's x ({x.dtype}) and theta ({theta.dtype}) must be numeric arrays")
-            frames.append(_pickled(b"L", layout))
-            self._layout, self._theta = layout, None
+            frames.append(_pickled(b"L", (x.dtype.str, x.shape, theta.dtype.str, theta.shape)))
+            self._layout, self._theta = key, None
         theta_bytes = theta.tobytes()
         fresh = theta_bytes != self._theta  # theta is sent only when it changed
         self._theta = theta_bytes
-        frames.append(_frame(b"S", _STEP.pack(step.t, fresh, step.coin, step.edge, step.end, step.neighbour)
-                             + x.tobytes() + (theta_bytes if fresh else b"")))
+        x_bytes = x.tobytes()
+        if not fresh:
+            theta_bytes = b""
+        frames.append(_S_HEAD.pack(b"S", _STEP.size + len(x_bytes) + len(theta_bytes), step.t, fresh, step.coin,
+                                   step.edge, step.end, step.neighbour))
+        frames.append(x_bytes)
+        frames.append(theta_bytes)
         process = self._process
-        process.send(frames[0] if len(frames) == 1 else b"".join(frames))
+        process.send(b"".join(frames))
         self._serve(step, b"C")
         major, other, explored = CHOICE.unpack(process.read(CHOICE.size))
         if explored not in (0, 1):

@@ -198,6 +198,31 @@ def test_every_message_of_the_channel_gives_the_in_process_run():
     assert np.asarray(got.trajectory["explored"]).any()
 
 
+def test_a_slow_policy_is_waited_for_not_polled(monkeypatch):
+    """The trusted side polls for an answer for at most SPIN_SECONDS; a policy slower than that is
+    not polled for after three misses (only every 32nd wait tries again), and its replication is
+    RB's, value for value."""
+    import os
+
+    from study.simulation.replication import run_replication
+
+    factory = sandbox.ConfinedFactory("evilpol.kernel:Slow")
+    polled = []  # the waits during which the trusted side polled (and yielded the CPU)
+    real = os.sched_yield
+    monkeypatch.setattr(os, "sched_yield", lambda: (polled.append(factory.processes[0].waits if factory.processes
+                                                                  else "ready"), real()))
+    try:
+        got = run_replication("A", "slow", 3, T=40, T0=12, policy=factory)
+        waits, misses = factory.processes[0].waits, factory.processes[0].misses
+    finally:
+        factory.close()
+    assert sandbox.SPIN_SECONDS < 0.005 and waits == 41 and misses >= 3  # the ready message and 40 steps
+    assert set(polled) == {"ready", 2, 3, 32}
+    want = run_replication("A", "RB", 3, T=40, T0=12)
+    for column in ("major", "other", "explored", "regret", "rel_error"):
+        assert np.array_equal(got.trajectory[column], want.trajectory[column], equal_nan=True), column
+
+
 def test_the_driver_never_imports_a_user_module(ray_session, tmp_path):
     """A user module's top-level code (here: it sets an environment variable and writes a marker
     file) runs only in confined processes: the driver finds, hashes and records the policy without

@@ -171,6 +171,19 @@ class Clean:
         return self.inner.select(step)
 
 
+class Slow:
+    """RB's rule, answering each step 5 ms late (sleeping): slower than the trusted side polls for."""
+
+    def __init__(self, setting):
+        from study.policies import make_policy
+        self.inner = make_policy("RB", setting)
+
+    def select(self, step):
+        import time
+        time.sleep(0.005)
+        return self.inner.select(step)
+
+
 class AsksAndUpdates:
     """Asks for the debiased estimate every step (in select and in update), draws from its
     generator, and keeps what update tells it: every message of the channel."""
@@ -191,4 +204,4 @@ class AsksAndUpdates:
 
 
 __all__ = ["AsksAndUpdates", "Clean", "OpensSockets", "ReadsOutputs", "SeeksTheTruth", "SendsAPickle",
-           "StartsProcesses", "WritesNatively", "random_edge"]
+           "Slow", "StartsProcesses", "WritesNatively", "random_edge"]
