@@ -215,7 +215,12 @@ def _equality_newton(grad_hess, beta, mult, EA, gamma2, abs_tol, feas, max_itera
         except (LinAlgError, LinAlgWarning, ValueError):
             step = None
         if step is None or not np.all(np.isfinite(step)):
-            step = np.linalg.lstsq(M, -r, rcond=1e-13)[0]
+            if not np.all(np.isfinite(M)):
+                break  # overflowed multipliers: not converged (the caller's next round, or its fallback)
+            try:
+                step = np.linalg.lstsq(M, -r, rcond=1e-13)[0]
+            except np.linalg.LinAlgError:  # LAPACK's SVD did not converge
+                break
         norm = float(r @ r)
         length = 1.0
         for _ in range(30):
