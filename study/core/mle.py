@@ -241,9 +241,9 @@ def exact_nearest(data: ComparisonData, theta_start: np.ndarray, *, radius: floa
         got = rowspace.nearest_without_balls(data, design, to_reduced(reference - reference.mean(axis=0)).ravel(),
                                              radius, abs_tol)
         if got is not None:
-            theta, beta, u, _ = got
+            theta, beta, u, gradient = got
             out = _finish(theta, theta_start, np.zeros(n), 0, 0.0, True)
-            out.point = Point(beta, u, data.reduced_gradient(u))
+            out.point = Point(beta, u, gradient)
             return out
     fit = _solve(data, theta_start, radius=radius, reference=reference, prox=prox, multipliers=multipliers, tol=tol,
                  max_steps=max_steps, max_dual_steps=max_dual_steps, factor_hint=factor_hint, start=start,

@@ -219,13 +219,12 @@ def _into_balls(space, beta, beta_ref, n, d, gamma2):
 def nearest_without_balls(data, design: np.ndarray, beta_ref: np.ndarray, radius, abs_tol: float):
     """The exact nearest argmin (module docstring) where it lies inside every ball and L's minimum
     over the design's range is attained, else None.  ``beta_ref``: the reference in reduced
-    coordinates.  Returns beta, the margins D beta and the loss gradient there (the rows' m s - w)."""
+    coordinates.  Returns (theta, beta, the margins D beta, the loss gradient Q' grad L there)."""
     space = row_space(data, design)
     r = space.rank
     if space.ambiguous or r >= design.shape[1]:
         return None
     t = data.t
-    D = design[:t]
     w, m = data.wins[:t], data.m[:t]
     pivots = np.asarray(space.pivots, dtype=np.intp)
     dependent = np.asarray(space.dependent, dtype=np.intp)
@@ -263,9 +262,9 @@ def nearest_without_balls(data, design: np.ndarray, beta_ref: np.ndarray, radius
         if beta is None:
             return None
         theta = from_reduced(beta.reshape(n - 1, d))
-    u = D @ beta
-    residual = m * expit(u) - w
-    if float(np.abs(residual @ D).max(initial=0.0)) > abs_tol:
+    u = data.reduced_margins(beta)
+    gradient = data.reduced_gradient(u)  # Q' grad L = D'(m s - w)
+    if float(np.abs(gradient).max(initial=0.0)) > abs_tol:
         return None
-    return theta, beta, u, residual
+    return theta, beta, u, gradient
 
