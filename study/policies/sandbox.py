@@ -123,14 +123,28 @@ class _Buffered:
             self._poll.register(self.fd, select.POLLIN)
         return self._poll.poll
 
-    def read(self, n: int) -> bytes | None:
-        while len(self.buffer) < n:
+    def pull(self, n: int) -> bool:
+        """One read towards ``n`` buffered bytes; False at the pipe's end (a non-blocking pipe with
+        nothing yet: True, nothing added)."""
+        try:
             chunk = os.read(self.fd, max(n - len(self.buffer), self.chunk))
-            if not chunk:
-                return None
-            self.buffer += chunk
+        except BlockingIOError:  # (the trusted side's descriptor does not block: _read_spinning)
+            return True
+        if not chunk:
+            return False
+        self.buffer += chunk
+        return True
+
+    def take(self, n: int) -> bytes:
+        """The first ``n`` buffered bytes, removed from the buffer."""
         data, self.buffer = self.buffer[:n], self.buffer[n:]
         return data
+
+    def read(self, n: int) -> bytes | None:
+        while len(self.buffer) < n:
+            if not self.pull(n):
+                return None
+        return self.take(n)
 
 
 # --- the policy server (its loop and the policy's process: study.policies.policy_server) ----
@@ -306,8 +320,7 @@ class _Process:
     def read(self, n: int) -> bytes:
         reader = self.reader
         if len(reader.buffer) >= n:  # most reads: the answer arrived whole with its kind
-            data, reader.buffer = reader.buffer[:n], reader.buffer[n:]
-            return data
+            return reader.take(n)
         if self.deadline is not None:
             data = self._read_until(n)
         else:
@@ -342,15 +355,9 @@ class _Process:
                 poll()  # no timeout: bounded by the watchdog
             elif end:
                 self.misses = 0
-            try:
-                chunk = os.read(reader.fd, max(n - len(reader.buffer), reader.chunk))
-            except BlockingIOError:
-                continue
-            if not chunk:
+            if not reader.pull(n):
                 return None
-            reader.buffer += chunk
-        data, reader.buffer = reader.buffer[:n], reader.buffer[n:]
-        return data
+        return reader.take(n)
 
     def _read_until(self, n: int) -> bytes | None:
         import select
@@ -359,15 +366,9 @@ class _Process:
             wait = self.deadline - time.monotonic()
             if wait <= 0 or not select.select([reader.fd], [], [], wait)[0]:
                 raise self._timed_out()
-            try:
-                chunk = os.read(reader.fd, max(n - len(reader.buffer), reader.chunk))
-            except BlockingIOError:  # (the descriptor does not block: _read_spinning)
-                continue
-            if not chunk:
+            if not reader.pull(n):
                 return None
-            reader.buffer += chunk
-        data, reader.buffer = reader.buffer[:n], reader.buffer[n:]
-        return data
+        return reader.take(n)
 
     def kind(self) -> bytes:
         kind = self.read(1)
