@@ -136,6 +136,15 @@ def test_read_only_opens_and_show_never_refit(tmp_path, monkeypatch):
     assert shown.returncode == 0 and "told 150" in shown.stdout, shown.stderr
 
 
+def tell_btl(ranker, contexts, truth, start, stop):
+    """Steps ``start`` to ``stop``: each ticket judged 5 times under BTL with ``truth`` (its draws
+    keyed by the step)."""
+    for k in range(start, stop):
+        ticket = ranker.ask(contexts[k])
+        p = 1.0 / (1.0 + np.exp(-contexts[k] @ (truth[ticket.other] - truth[ticket.major])))
+        ranker.tell(ticket, int(np.random.default_rng([k]).binomial(5, p)), 5)
+
+
 def test_the_reopened_ranker_continues_as_an_uninterrupted_one_in_every_regime(tmp_path, fits):
     """n = 31 items, d = 10: 300 parameters, the iterative solver with its kept preconditioner; the
     checkpoint (hundreds of kB) is rewritten every few tells, so reopening refits a few tells."""
@@ -144,24 +153,18 @@ def test_the_reopened_ranker_continues_as_an_uninterrupted_one_in_every_regime(t
     contexts = np.c_[np.ones(90), rng.normal(0, 0.5, (90, 9))]
     truth = rng.normal(0, 0.3, (31, 10))
 
-    def run(ranker, start, stop):
-        for k in range(start, stop):
-            ticket = ranker.ask(contexts[k])
-            p = 1.0 / (1.0 + np.exp(-contexts[k] @ (truth[ticket.other] - truth[ticket.major])))
-            ranker.tell(ticket, int(np.random.default_rng([k]).binomial(5, p)), 5)
-
     with Ranker(tmp_path / "u.sqlite", **kwargs) as uninterrupted:
-        run(uninterrupted, 0, 90)
+        tell_btl(uninterrupted, contexts, truth, 0, 90)
         expected = uninterrupted.theta
     path = tmp_path / "r.sqlite"
     with Ranker(path, **kwargs) as ranker:
-        run(ranker, 0, 61)
+        tell_btl(ranker, contexts, truth, 0, 61)
     seq, size = sqlite3.connect(path).execute("SELECT seq, length(state) FROM checkpoint").fetchone()
     assert size > 64 * 1024 and seq <= 61  # a large state: not rewritten with every tell
     fits["n"] = 0
     with Ranker(path) as ranker:
         assert fits["n"] == 61 - seq < -(-size // (64 * 1024))  # the bounded replay
-        run(ranker, 61, 90)
+        tell_btl(ranker, contexts, truth, 61, 90)
         np.testing.assert_array_equal(ranker.theta, expected)
     with sqlite3.connect(tmp_path / "u.sqlite") as a, sqlite3.connect(path) as b:
         query = "SELECT id, major, other, explored FROM asks ORDER BY id"
@@ -291,19 +294,13 @@ def test_a_reopened_ranker_with_the_exact_stage_1_continues_bit_for_bit(tmp_path
     contexts = np.c_[np.ones(40), rng.normal(0, 0.5, (40, 2))]
     truth = rng.normal(0, 0.4, (4, 3))
 
-    def run(ranker, start, stop):
-        for k in range(start, stop):
-            ticket = ranker.ask(contexts[k])
-            p = 1.0 / (1.0 + np.exp(-contexts[k] @ (truth[ticket.other] - truth[ticket.major])))
-            ranker.tell(ticket, int(np.random.default_rng([k]).binomial(5, p)), 5)
-
     with Ranker(tmp_path / "u.sqlite", **kwargs) as uninterrupted:
-        run(uninterrupted, 0, 40)
+        tell_btl(uninterrupted, contexts, truth, 0, 40)
         expected = uninterrupted.theta
     path = tmp_path / "r.sqlite"
     with Ranker(path, **kwargs) as ranker:
-        run(ranker, 0, 7)  # stage 1, theta not identified: the shortcut's regime
+        tell_btl(ranker, contexts, truth, 0, 7)  # stage 1, theta not identified: the shortcut's regime
         assert getattr(ranker._state.estimate.data, "_row_space", None) is not None
     with Ranker(path) as ranker:
-        run(ranker, 7, 40)
+        tell_btl(ranker, contexts, truth, 7, 40)
         np.testing.assert_array_equal(ranker.theta, expected)
