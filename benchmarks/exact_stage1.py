@@ -1,7 +1,8 @@
 """What stage 1's exact nearest argmin costs, by the path that computes it: CPU of the solver per
-stage-1 refit where the shortcut of :mod:`study.core.rowspace` answers, where the general solver
-does (a separated row), and where the data identify theta; against the same replications' stage-2
-steps and the tie-break's stage 1 (``tie_break="nearest"``, the default), in the same run.
+stage-1 refit where the shortcut of :mod:`study.core.rowspace` answers (no ball binds), where
+:mod:`study.core.rangekkt` does (a ball binds: a separated row), where the general solver does (both
+declined), and where the data identify theta; against the same replications' stage-2 steps and the
+tie-break's stage 1 (``tie_break="nearest"``, the default), in the same run.
 
     python -m benchmarks.exact_stage1                       # Setting B, RB and ETA, seeds 1-10
     python -m benchmarks.exact_stage1 --setting A --seeds 4
@@ -26,28 +27,35 @@ def main(argv=None) -> None:
     from threadpoolctl import threadpool_limits
 
     import study
-    from study.core import mle, rowspace
+    from study.core import mle, rangekkt, rowspace
     from study.simulation.settings import SETTINGS
 
-    paths = {"shortcut": [0, 0.0], "general": [0, 0.0], "identified": [0, 0.0]}
+    paths = {"shortcut": [0, 0.0], "balls": [0, 0.0], "general": [0, 0.0], "identified": [0, 0.0]}
     answered = {}
-    shortcut, exact_nearest = rowspace.nearest_without_balls, mle.exact_nearest
+    shortcut, exact_nearest, with_balls = rowspace.nearest_without_balls, mle.exact_nearest, rangekkt.solve_separated
 
     def timed_shortcut(*a, **k):
         got = shortcut(*a, **k)
         answered["yes"] = got is not None
         return got
 
+    def marked_balls(*a, **k):
+        got = with_balls(*a, **k)
+        answered["balls"] = got is not None
+        return got
+
     def timed_exact(data, theta_start, **kwargs):
-        answered["yes"] = False
+        answered["yes"] = answered["balls"] = False
         started = time.process_time()
         out = exact_nearest(data, theta_start, **kwargs)
-        path = "identified" if kwargs.get("prox") == 0.0 else ("shortcut" if answered["yes"] else "general")
+        path = "identified" if kwargs.get("prox") == 0.0 else (
+            ("balls" if answered["balls"] else "shortcut") if answered["yes"] else "general")
         paths[path][0] += 1
         paths[path][1] += time.process_time() - started
         return out
 
     rowspace.nearest_without_balls, mle.exact_nearest = timed_shortcut, timed_exact
+    rangekkt.solve_separated = marked_balls
     totals = {tb: dict(stage1=0.0, steps1=0, stage2=0.0, steps2=0) for tb in ("exact", "nearest")}
     setting = SETTINGS[args.setting]
     try:
@@ -65,6 +73,7 @@ def main(argv=None) -> None:
                         total["steps2"] += cost["steps_stage2"]
     finally:
         rowspace.nearest_without_balls, mle.exact_nearest = shortcut, exact_nearest
+        rangekkt.solve_separated = with_balls
     stage2 = sum(t["stage2"] for t in totals.values()) / sum(t["steps2"] for t in totals.values())
     refits = sum(n for n, _ in paths.values())
     print(f"Setting {args.setting}, {' and '.join(args.methods)}, seeds 1-{args.seeds}, one BLAS thread; "

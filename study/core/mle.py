@@ -239,10 +239,10 @@ def exact_nearest(data: ComparisonData, theta_start: np.ndarray, *, radius: floa
     if prox is None:  # not known to be identified: the shortcut where no ball binds (study.core.rowspace)
         design = nearest.design(data)
         got = rowspace.nearest_without_balls(data, design, to_reduced(reference - reference.mean(axis=0)).ravel(),
-                                             radius, abs_tol)
+                                             radius, abs_tol, multipliers=multipliers)
         if got is not None:
-            theta, beta, u, gradient = got
-            out = _finish(theta, theta_start, np.zeros(n), 0, 0.0, True)
+            theta, beta, u, gradient, nu = got
+            out = _finish(theta, theta_start, nu, 0, 0.0, True)
             out.point = Point(beta, u, gradient)
             return out
     fit = _solve(data, theta_start, radius=radius, reference=reference, prox=prox, multipliers=multipliers, tol=tol,

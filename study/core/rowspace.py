@@ -37,8 +37,8 @@ import numpy as np
 from scipy.linalg import LinAlgError, solve_triangular
 from scipy.special import expit, logit
 
-from . import nearest
-from .contrasts import from_reduced
+from . import nearest, rangekkt
+from .contrasts import from_reduced, to_reduced
 
 PIVOT_TOL = 1e-4  # a row's residual off the span of the earlier rows, relative to its norm: a new direction
 DEPENDENT_TOL = 1e-8  # ... at most this: in the span; in between, ambiguous (no shortcut)
@@ -164,8 +164,8 @@ def _loss(u, w, m):
 def _minimise_group(u, w_p, m_p, A, w_n, m_n, tol):
     """Newton's method on sum_k l_k(u_k) + sum_j l_j(A_j u) from ``u``, with Armijo backtracking (a
     full step where the predicted decrease is below the loss's rounding: the quadratic regime, where
-    the loss cannot tell); None where it does not reach a gradient of at most ``tol`` (no finite
-    minimiser, or not within the budget)."""
+    the loss cannot tell); None where it does not reach a gradient of at most ``tol`` or a Newton step
+    at the rounding of u (no finite minimiser, or not within the budget)."""
     v = A @ u
     value = _loss(u, w_p, m_p) + _loss(v, w_n, m_n)
     for _ in range(MAX_ITERATIONS + 1):
@@ -179,6 +179,11 @@ def _minimise_group(u, w_p, m_p, A, w_n, m_n, tol):
             step = -np.linalg.solve(hess, grad)
         except np.linalg.LinAlgError:
             return None
+        if float(np.abs(step).max(initial=0.0)) <= 1e-13 * (1.0 + float(np.abs(u).max(initial=0.0))):
+            # at the minimiser to the rounding of u: with dependent rows' large combinations (a Hessian
+            # conditioned 1e7) the gradient's own rounding can stay above ``tol``; the caller's check of
+            # L's stationarity at the returned point decides
+            return u
         slope, length = float(grad @ step), 1.0
         quadratic = -slope <= 1e-13 * (1.0 + abs(value))
         for _ in range(40):
@@ -216,15 +221,19 @@ def _into_balls(space, beta, beta_ref, n, d, gamma2):
     return fixed + null @ c if ok else None
 
 
-def nearest_without_balls(data, design: np.ndarray, beta_ref: np.ndarray, radius, abs_tol: float):
+def nearest_without_balls(data, design: np.ndarray, beta_ref: np.ndarray, radius, abs_tol: float, multipliers=None):
     """The exact nearest argmin (module docstring) where it lies inside every ball and L's minimum
-    over the design's range is attained, else None.  ``beta_ref``: the reference in reduced
-    coordinates.  Returns (theta, beta, the margins D beta, the loss gradient Q' grad L there)."""
+    over the design's range is attained; where a ball binds instead (a separated row, or the balls
+    hold L's minimiser), by :func:`study.core.rangekkt.solve_separated`; else None.  ``beta_ref``: the
+    reference in reduced coordinates; ``multipliers``, the balls' at the reference (a warm start where
+    they bind).  Returns (theta, beta, the margins D beta, the loss gradient
+    Q' grad L there, L's multipliers of the balls)."""
     space = row_space(data, design)
     r = space.rank
     if space.ambiguous or r >= design.shape[1]:
         return None
     t = data.t
+    n, d = data.n_items, data.dim
     w, m = data.wins[:t], data.m[:t]
     pivots = np.asarray(space.pivots, dtype=np.intp)
     dependent = np.asarray(space.dependent, dtype=np.intp)
@@ -234,11 +243,12 @@ def nearest_without_balls(data, design: np.ndarray, beta_ref: np.ndarray, radius
     for columns, _ in groups:
         coupled[columns] = True
     free = ~coupled
-    if np.any(w_p[free] <= 0.0) or np.any(w_p[free] >= m_p[free]):
-        return None  # a separated row: its margin's minimiser is infinite, the balls decide
+    separated = free & ((w_p <= 0.0) | (w_p >= m_p))  # no finite minimiser: the balls decide
     current = space.pivot_rows[:r] @ beta_ref
     target = current.copy()
-    target[free] = logit(w_p[free] / m_p[free])
+    finite = free & ~separated
+    target[finite] = logit(w_p[finite] / m_p[finite])
+    bound = separated.any()
     if groups:
         A = space.combinations[: dependent.size, :r]
         w_n, m_n = w[dependent], m[dependent]
@@ -250,21 +260,50 @@ def nearest_without_balls(data, design: np.ndarray, beta_ref: np.ndarray, radius
                 continue
             got = _minimise_group(current[columns], w_p[columns], m_p[columns], A[np.ix_(rows, columns)], w_n[rows],
                                   m_n[rows], grad_tol)
-            if got is None:
-                return None
+            if got is None:  # no finite minimiser (or not within the budget): the balls decide
+                bound = True
+                continue
             target[columns] = got
+    if bound:
+        return _with_balls(space, data, target, beta_ref, radius, abs_tol, multipliers)
     beta = beta_ref + space.basis[:, :r] @ solve_triangular(space.pivot_coords[:r, :r], target - current, lower=True) \
         if r else beta_ref.copy()
-    n, d = data.n_items, data.dim
     theta = from_reduced(beta.reshape(n - 1, d))
     if radius is not None and float((theta * theta).sum(axis=1).max()) > float(radius) ** 2:
-        beta = _into_balls(space, beta, beta_ref, n, d, float(radius) ** 2)
-        if beta is None:
-            return None
+        inside = _into_balls(space, beta, beta_ref, n, d, float(radius) ** 2)
+        if inside is None:  # no point of L's argmin over the range lies in the balls: they bind
+            return _with_balls(space, data, target, beta_ref, radius, abs_tol, multipliers)
+        beta = inside
         theta = from_reduced(beta.reshape(n - 1, d))
+    return _checked(data, theta, beta, np.zeros(n), radius, abs_tol)
+
+
+def _with_balls(space, data, target, beta_ref, radius, abs_tol, multipliers):
+    if radius is None:  # a separated row and no balls: no minimiser
+        return None
+    got = rangekkt.solve_separated(space, data, target, beta_ref, beta_ref, radius, multipliers)
+    if got is None:
+        return None
+    beta, nu = got
+    n, d = data.n_items, data.dim
+    return _checked(data, from_reduced(beta.reshape(n - 1, d)), beta, nu, radius, abs_tol)
+
+
+def _checked(data, theta, beta, nu, radius, abs_tol):
+    """(theta, beta, u, Q' grad L, nu) where L's stationarity with the multipliers ``nu`` meets
+    ``abs_tol`` and the balls hold at the returned point, else None."""
     u = data.reduced_margins(beta)
     gradient = data.reduced_gradient(u)  # Q' grad L = D'(m s - w)
-    if float(np.abs(gradient).max(initial=0.0)) > abs_tol:
+    if radius is not None:
+        slack = 0.5 * ((theta * theta).sum(axis=1) - float(radius) ** 2)
+        if float(slack.max()) > nearest.FEAS_TOL * max(float(radius) ** 2, 1.0):
+            return None
+        if nu.any():
+            stationary = gradient + to_reduced(nu[:, None] * theta).ravel()
+        else:
+            stationary = gradient
+    else:
+        stationary = gradient
+    if float(np.abs(stationary).max(initial=0.0)) > abs_tol:
         return None
-    return theta, beta, u, gradient
-
+    return theta, beta, u, gradient, nu

@@ -177,3 +177,28 @@ def test_the_schedule_runs_stage_1_exactly():
     assert np.isfinite(exact.to_frame()["trajectory"]["rel_error"]).all()
     with pytest.raises(ValueError, match="tie_break"):
         SETTINGS["A"].replace(tie_break="exactly")
+
+
+def test_newton_stops_unconverged_on_overflow_or_a_failed_svd(monkeypatch):
+    """The KKT Newton step (nearest._equality_newton) ends as not converged, without raising, where
+    the system overflows (a non-finite Jacobian) or LAPACK's SVD fails in the least-squares
+    fallback: the caller's next round or fallback takes over (seen on a 20-item problem)."""
+    p = 4
+    beta = np.ones(p)
+    EA = np.zeros((0, 2, p))
+
+    def overflowing(beta, hessian=True):
+        return np.ones(p), (np.full((p, p), np.inf) if hessian else None)
+
+    out = nearest._equality_newton(overflowing, beta, np.zeros(0), EA, 1.0, 1e-9, 1e-9, 10, None)
+    assert out[2] is False and np.all(out[0] == beta)
+
+    def singular(beta, hessian=True):
+        return np.ones(p), (np.zeros((p, p)) if hessian else None)
+
+    def failing_lstsq(*args, **kwargs):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(np.linalg, "lstsq", failing_lstsq)
+    out = nearest._equality_newton(singular, beta, np.zeros(0), EA, 1.0, 1e-9, 1e-9, 10, None)
+    assert out[2] is False and np.all(out[0] == beta)

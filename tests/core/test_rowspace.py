@@ -76,7 +76,8 @@ def _general(data, reference, radius, monkeypatch):
 def test_equals_the_general_solver_on_replayed_stage_1(seed, steps, monkeypatch):
     """Setting B's stage 1 (RB, exact), replayed: at the sampled steps where the shortcut answers,
     the general solver from the same reference gives the same estimate (to 1e-6, the independent
-    check's tolerance; 6e-9 measured).  Seed 1's first steps need the balls (theta(0) lies outside
+    check's tolerance; 6e-9 measured), except where a ball binds with a multiplier below 1e-5 (there
+    the general solver's absolute tolerance does not pin the point: tests/core/test_rangekkt.py).  Seed 1's first steps need the balls (theta(0) lies outside
     them), seed 2's later ones the coupled groups (edges with more rows than d)."""
     from study.simulation.replication import run_replication
     from study.simulation.settings import SETTINGS
@@ -84,8 +85,8 @@ def test_equals_the_general_solver_on_replayed_stage_1(seed, steps, monkeypatch)
     seen = []
     original = rowspace.nearest_without_balls
 
-    def record(data, design, beta_ref, radius, abs_tol):
-        got = original(data, design, beta_ref, radius, abs_tol)
+    def record(data, design, beta_ref, radius, abs_tol, multipliers=None):
+        got = original(data, design, beta_ref, radius, abs_tol, multipliers)
         if data.t in steps:
             copy = ComparisonData.from_rows(data.a[: data.t], data.b[: data.t], data.X[: data.t],
                                             data.wins[: data.t], data.m[: data.t], data.n_items)
@@ -98,7 +99,11 @@ def test_equals_the_general_solver_on_replayed_stage_1(seed, steps, monkeypatch)
     monkeypatch.setattr(rowspace, "nearest_without_balls", original)
     answered = [s for s in seen if s[3] is not None]
     assert len(answered) >= 0.8 * len(steps)
+    compared = 0
     for data, beta_ref, radius, got, _ in answered:
+        nu = got[4]
+        if nu.any() and nu[nu > 0.0].min() < 1e-5:
+            continue  # a ball binds with a small multiplier: the general solver's tolerance does not pin it (test_rangekkt)
         n, d = data.n_items, data.dim
         reference = nearest.from_reduced(beta_ref.reshape(n - 1, d))
         general = _general(data, reference, radius, monkeypatch)
@@ -107,13 +112,15 @@ def test_equals_the_general_solver_on_replayed_stage_1(seed, steps, monkeypatch)
         # and the point is the shortcut's own: inside the balls (to the projection's slack), D beta = its margins
         assert ((got[0] ** 2).sum(axis=1) <= radius ** 2 * (1.0 + 2.0 * nearest.FEAS_TOL)).all()
         np.testing.assert_allclose(nearest.design(data) @ got[1], got[2], atol=1e-10)
+        compared += 1
+    assert compared >= 0.6 * len(steps)
     if seed == 2:
         assert any(dependent for *_, dependent in answered)  # the groups were exercised
 
 
-def test_a_separated_row_goes_to_the_general_solver():
-    """A row won by one side in all its comparisons has no finite margin: the shortcut declines and
-    exact_nearest's general path answers (the balls bound the margin)."""
+def test_a_separated_row_is_held_by_the_balls():
+    """A row won by one side in all its comparisons has no finite margin: the balls bound it, and
+    study.core.rangekkt answers (tests/core/test_rangekkt.py checks its point)."""
     rng = np.random.default_rng(8)
     n, d = 3, 2
     X = rng.normal(1.0, 0.5, (2, d))
@@ -121,9 +128,11 @@ def test_a_separated_row_goes_to_the_general_solver():
                                     np.array([10.0, 10.0]), n)
     reference = rng.normal(size=(n, d))
     beta_ref = to_reduced(reference - reference.mean(axis=0)).ravel()
-    assert rowspace.nearest_without_balls(data, nearest.design(data), beta_ref, 5.0, 1e-8) is None
+    got = rowspace.nearest_without_balls(data, nearest.design(data), beta_ref, 5.0, 1e-8)
+    assert got is not None and got[4].max() > 0.0  # a ball binds
     result = mle.exact_nearest(data, reference, radius=5.0, reference=reference)
     assert result.converged
+    np.testing.assert_array_equal(result.theta, got[0])
     assert ((result.theta ** 2).sum(axis=1) <= 25.0 * (1 + 1e-9)).all()
 
 
