@@ -113,8 +113,8 @@ class Problem:
         return g_p + self.A.T @ g_n, np.diag(h_p) + self.A.T @ (h_n[:, None] * self.A)
 
     def residual(self, y, nu, active, hessian=True):
-        """F = (grad_y of the Lagrangian, slack of the active balls), its Jacobian (if ``hessian``) and
-        a scale per component (the Jacobian's diagonal; gamma^2 for the slack) for the merit."""
+        """F = (grad_y of the Lagrangian, slack of the ``active`` balls with multipliers ``nu``) and
+        its Jacobian (if ``hessian``)."""
         r, p = self.r, self.p
         g, H = self.loss_terms(y[:r])
         v = self.thetas(y)
@@ -123,15 +123,14 @@ class Problem:
                             0.5 * ((v[active] ** 2).sum(axis=1) - self.gamma2)])
         curvature = np.einsum("i,ikl->kl", nu, self.GtG[active])
         curvature[:r, :r] += H
-        scale = np.concatenate([np.maximum(np.diag(curvature), 1e-300), np.full(len(nu), self.gamma2)])
         if not hessian:
-            return F, None, scale
+            return F, None
         k = len(nu)
         J = np.zeros((p + k, p + k))
         J[:p, :p] = curvature
         J[:p, p:] = cols
         J[p:, :p] = cols.T
-        return F, J, scale
+        return F, J
 
 
 def _factor(J):
@@ -159,6 +158,7 @@ def _factor(J):
 
 
 def _small(step, y, r):
+    """The KKT rule's step test (module docstring)."""
     u, c = y[:r], y[r:]
     return (float(np.abs(step[:r]).max(initial=0.0)) <= STEP_TOL * (1.0 + float(np.abs(u).max(initial=0.0)))
             and float(np.abs(step[r:]).max(initial=0.0)) <= STEP_TOL * (1.0 + float(np.abs(c).max(initial=0.0))))
@@ -177,7 +177,7 @@ def _active_set_newton(problem, y, active_mask, feas, nu_start=None, max_iterati
     changes = 0
     for _ in range(max_iterations):
         active = np.flatnonzero(active_mask)
-        F, J, _ = problem.residual(y, nu_full[active], active)
+        F, J = problem.residual(y, nu_full[active], active)
         solver = _factor(J)
         if solver is None:
             return None, None
@@ -237,10 +237,17 @@ def _active_set_newton(problem, y, active_mask, feas, nu_start=None, max_iterati
     return None, None
 
 
-def _row_losses(u, w, m):
-    """l(u) = m log(1 + e^u) - w u as (m - w) softplus(u) + w softplus(-u): each term >= 0 and exact to
-    its own relative rounding, so that differences of a separated row's ~1e-11 are resolved."""
-    return (m - w) * np.logaddexp(0.0, u) + w * np.logaddexp(0.0, -u)
+def _loss_change(problem, u, du):
+    """L(u + du) - L(u), each row's change of l(u) = (m - w) softplus(u) + w softplus(-u) as
+    (m - w) log1p(sigma(u) expm1(h)) + w log1p(sigma(-u) expm1(-h)) (h its margin's change): exact to
+    its own rounding, where a difference of two rounded losses would carry 1e-16 of each row's O(1)
+    loss and hide a separated row's change of 1e-14."""
+    total = 0.0
+    for margins, change, w, m in ((u, du, problem.w_p, problem.m_p),
+                                  (problem.A @ u, problem.A @ du, problem.w_n, problem.m_n)):
+        total += float(np.sum((m - w) * np.log1p(expit(margins) * np.expm1(change))
+                              + w * np.log1p(expit(-margins) * np.expm1(-change))))
+    return total
 
 
 def _ball_limits(theta, move, gamma2):
@@ -334,18 +341,12 @@ def _interior(problem, y, feas):
         step_d = min(1.0, float((-0.995 * nu[shrinking] / dnu[shrinking]).min(initial=np.inf)))
         length = min(step_p, step_d)  # one length: the complementarity pairs move together
         # backtracking on the barrier merit L - target sum log s (the primal-dual direction descends on
-        # it where M is positive definite), L's change summed row by row (_row_losses)
-        slope = float((np.concatenate([g, np.zeros(p - r)]) - cols @ (target / slack)) @ dy)
+        # it where M is positive definite), L's change summed row by row (_loss_change)
+        slope = -float(rhs @ dy)  # the merit's gradient is g + sum_i target / s_i G_i' theta_i = -rhs
         if slope < 0.0:
-            u, du = y[:r], dy[:r]
-            v, dv = problem.A @ u, problem.A @ du
-            before_p = _row_losses(u, problem.w_p, problem.m_p)
-            before_n = _row_losses(v, problem.w_n, problem.m_n)
             for _ in range(30):
-                change = (float(np.sum(_row_losses(u + length * du, problem.w_p, problem.m_p) - before_p))
-                          + float(np.sum(_row_losses(v + length * dv, problem.w_n, problem.m_n) - before_n)))
                 ds = -length * b - length * length * a2
-                change -= target * float(np.sum(np.log1p(ds / slack)))
+                change = _loss_change(problem, y[:r], length * dy[:r]) - target * float(np.sum(np.log1p(ds / slack)))
                 if change <= 1e-4 * length * slope:
                     break
                 length *= 0.5
@@ -371,7 +372,7 @@ def _interior(problem, y, feas):
 def _centre(problem, y, mu):
     """Newton's method on L(u) - mu sum_i log s_i(y) (s_i = (gamma^2 - ||theta_i||^2) / 2 > 0) from a
     strictly feasible ``y``, to a Newton decrement of 0.1 mu (centred in the barrier's own units);
-    Armijo on the objective's change, summed row by row and ball by ball (see :func:`_row_losses`).
+    Armijo on the objective's change, summed row by row and ball by ball (see :func:`_loss_change`).
     Returns y, or None where a step fails."""
     r, p, gamma2 = problem.r, problem.p, problem.gamma2
     for _ in range(BARRIER_NEWTON):
@@ -397,13 +398,8 @@ def _centre(problem, y, mu):
         # the damped Newton step of self-concordant barriers, 1 / (1 + lambda) with lambda^2 = decrement / mu
         # (the barrier's own units), and never past 90% of the way to a ball
         length = min(1.0 / (1.0 + np.sqrt(decrement / mu)), 0.9 * float(_ball_limits(theta, move, gamma2).min()))
-        v = problem.A @ u
-        dv = problem.A @ step[:r]
-        before_p, before_n = _row_losses(u, problem.w_p, problem.m_p), _row_losses(v, problem.w_n, problem.m_n)
         for _ in range(60):
-            du = length * step[:r]
-            change = (float(np.sum(_row_losses(u + du, problem.w_p, problem.m_p) - before_p))
-                      + float(np.sum(_row_losses(v + length * dv, problem.w_n, problem.m_n) - before_n)))
+            change = _loss_change(problem, u, length * step[:r])
             dm = length * move
             ds = -(theta * dm).sum(axis=1) - 0.5 * (dm * dm).sum(axis=1)
             change -= mu * float(np.sum(np.log1p(ds / slack)))
@@ -528,7 +524,7 @@ def kkt_rule(space, data, beta, nu, radius) -> dict:
     y = np.concatenate([space.pivot_rows[:r] @ beta, problem.N.T @ beta])
     nu = np.asarray(nu, float)
     active = np.flatnonzero(nu > 0.0)
-    F, J, _ = problem.residual(y, nu[active], active)
+    F, J = problem.residual(y, nu[active], active)
     solver = _factor(J)
     step = -solver(F) if solver is not None else np.full(p + active.size, np.inf)
     out = dict(step_u=float(np.abs(step[:r]).max(initial=0.0)) / (1.0 + float(np.abs(y[:r]).max(initial=0.0))),
