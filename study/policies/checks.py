@@ -82,7 +82,7 @@ from ..simulation.settings import WARMUPS, Setting
 from . import confine, fresh, hooks
 from .guard import Record, build
 from .registry import ALL_METHODS, resolve_policy
-from .verdict import SELF_REPORTED, channel_run, combined
+from .verdict import DETERMINISTIC, GLOBAL_SEEDS, SELF_REPORTED, channel_run, combined
 
 CHECKS = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "deterministic",
           "different_draws", "shared_state", "valid_before_phi", "valid_with_phi", "disconnected_graph", "picklable",
@@ -508,10 +508,19 @@ class _TrustedSuite(_Suite):
         self.deferred = True  # shared_state: _confined_checks
         self.factory_bytes, self.needs = factory_bytes, tuple(needs)
         self.seconds = 60.0 + 20 * suite.time_limit  # a replication's limit: a hung policy is ended
+        self.runs = 0
 
     def run(self, setting, record, factory=None, guarded=True, seed=None, **overrides):
+        self.runs += 1  # each run's process gets global generators of its own (verdict.GLOBAL_SEEDS)
         return channel_run(setting, self.name, self.seed if seed is None else seed, self.factory_bytes, self.needs,
-                           self.seconds, record, guarded, **overrides)
+                           self.seconds, record, guarded, global_seed=self.runs * GLOBAL_SEEDS + self.seed,
+                           **overrides)
+
+    def _deterministic(self, base):
+        super()._deterministic(base)
+        result = self.results["deterministic"]
+        if result.status == "failed":
+            self.results["deterministic"] = CheckResult(result.name, "failed", result.detail + DETERMINISTIC)
 
     def _pickle(self, base):
         self.set("picklable", True, note="every run here rebuilt the factory from its pickled bytes in the policy's "

@@ -81,6 +81,12 @@ class _Child:
                                  frozenset(hooks.NEEDS) if job.get("describe") else needs)
         hooks.install_for_process(self.watch)
         try:
+            if job.get("global_seed") is not None:  # before any of the policy's code (ConfinedFactory)
+                import random
+
+                import numpy as np
+                np.random.seed(job["global_seed"] % 2**32)
+                random.seed(job["global_seed"])
             sys.path[:] = job["path"]
             from .registry import make_policy, resolve_policy
             if job["factory"] is not None:

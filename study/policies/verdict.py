@@ -14,7 +14,9 @@ What this side judges (:data:`JUDGED`): ``runs``, ``returns_a_choice`` and ``exp
 (every answer came back in the channel's format: two integers and a flag 0/1), ``only_edges`` (each
 choice checked here against the graph), ``deterministic``, ``valid_before_phi``,
 ``valid_with_phi``, ``disconnected_graph``, ``finishes_in_time`` (timed here) and ``picklable``
-(every run here rebuilt the factory from its pickled bytes).  ``shared_state`` compares the
+(every run here rebuilt the factory from its pickled bytes).  Each run's process has its global
+generators seeded differently (:data:`GLOBAL_SEEDS`), so a policy that draws from them in
+``select`` or ``update`` fails ``deterministic`` here.  ``shared_state`` compares the
 runs here (each in a fresh process: the trusted side of the comparison) with the same seeds run
 one after the other in the suite's process (that order needs one process for two replications:
 self-reported).  Self-reported when they pass (:data:`SELF_REPORTED`): ``no_writes`` (the copies are
@@ -32,6 +34,9 @@ from .sandbox import ConfinedFactory, PolicyProcessError
 JUDGED = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "deterministic", "valid_before_phi",
           "valid_with_phi", "disconnected_graph", "finishes_in_time", "picklable")
 SELF_REPORTED = ("no_writes", "different_draws", "shared_state", "no_forbidden_calls")
+GLOBAL_SEEDS = 1_000_003  # run k of a check (k = 1, 2, ...) seeds its process's global generators k * this + seed
+DETERMINISTIC = (" (here each run's process had its global generators seeded differently: a policy that draws from "
+                 "np.random.* or random chooses differently)")
 # what the policy's process reports when the policy's own answer was refused there (policy_server):
 # text, trusted only to fail a check
 _REPORTED = (("read-only", "no_writes"), ("WRITEABLE", "no_writes"),
@@ -57,14 +62,16 @@ class ChannelGuard(Guard):
             raise
 
 
-def channel_run(setting, name, seed, factory_bytes, needs, seconds, record, guarded=True, burn_in=0, **overrides):
+def channel_run(setting, name, seed, factory_bytes, needs, seconds, record, guarded=True, burn_in=0, global_seed=None,
+                **overrides):
     """One replication with the loop in this process and the policy (``factory_bytes``:
     :func:`study.policies.fresh.dumps` of its factory; ``needs``: its declared needs) in a confined
     process answering through the channel, guarded by :class:`ChannelGuard` into ``record`` unless
-    ``guarded`` is False; ``seconds``: the time limit that ends a hung policy's process."""
+    ``guarded`` is False; ``seconds``: the time limit that ends a hung policy's process;
+    ``global_seed``: the seed of that process's global generators."""
     # trust=True: where the kernel cannot confine, the policy's process runs with the audit hooks
     # only, as the suite's own process does then (check_policy's report says which applied)
-    confined = ConfinedFactory(name, factory_bytes, needs=needs, trust=True, seconds=seconds)
+    confined = ConfinedFactory(name, factory_bytes, needs=needs, trust=True, seconds=seconds, global_seed=global_seed)
     policy = (lambda s: ChannelGuard(confined(s), record, None, burn_in)) if guarded else confined
     try:
         return run_replication(setting, name, seed, policy=policy, **overrides)
@@ -85,4 +92,4 @@ def combined(trusted: dict, reported: dict, names) -> dict:
     return verdict
 
 
-__all__ = ["JUDGED", "SELF_REPORTED", "ChannelGuard", "channel_run", "combined"]
+__all__ = ["DETERMINISTIC", "GLOBAL_SEEDS", "JUDGED", "SELF_REPORTED", "ChannelGuard", "channel_run", "combined"]

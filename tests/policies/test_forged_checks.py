@@ -10,8 +10,8 @@ import sys
 import study
 from study.policies import checks, fresh
 from study.policies.checks import CHECKS
-from study.policies.verdict import JUDGED, SELF_REPORTED
-from test_check_policy import NonEdgeOncePhiExists  # valid until Phi exists, then a non-edge
+from study.policies.verdict import DETERMINISTIC, JUDGED, SELF_REPORTED
+from test_check_policy import GlobalRandom, NonEdgeOncePhiExists  # a non-edge once Phi exists; np.random's edges
 
 
 class PatchesTheChecks(NonEdgeOncePhiExists):
@@ -30,6 +30,12 @@ class PatchesTheChecks(NonEdgeOncePhiExists):
 
         suite_module._Suite.set = suite_module._Suite.fail_once = passed
         suite_module._Suite.guarded_scenario = scenario
+
+
+class PatchesTheChecksAndDrawsGlobally(PatchesTheChecks):
+    """Draws its edges from numpy's global generator, and reports every check as passed."""
+
+    select = GlobalRandom.select
 
 
 FORGED = {"results": [[name, "passed", ""] for name in CHECKS], "again": None, "second": None}
@@ -75,6 +81,16 @@ def test_a_policy_that_patches_the_suite_in_its_process_still_fails():
     assert "self-reported (judged in the policy's process only): no_writes" in str(report)
     honest = study.check_policy(NonEdgeOncePhiExists, raise_on_failure=False)  # the same rule, unforged
     assert set(honest.failed) <= set(report.failed)
+
+
+def test_a_policy_that_draws_from_the_global_generator_fails_deterministic_here():
+    """different_draws is self-reported, but each run's process here has global generators seeded
+    differently: a policy drawing from them chooses differently, and deterministic fails."""
+    assert _reported(PatchesTheChecksAndDrawsGlobally) == {name: "passed" for name in CHECKS if name != "shared_state"}
+    report = study.check_policy(PatchesTheChecksAndDrawsGlobally, raise_on_failure=False)
+    assert "deterministic" in report.failed and report["deterministic"].detail.endswith(DETERMINISTIC), str(report)
+    assert "different_draws" not in report.failed  # forged: it is self-reported, and the report says so
+    assert "different_draws" in report.self_reported
 
 
 def test_a_forged_report_on_the_suites_channel_is_not_the_verdict():
