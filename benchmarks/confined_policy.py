@@ -4,13 +4,21 @@ through the channel of :mod:`study.policies.sandbox`) against the built-in RB in
 process, through :func:`study.runner.worker.run_batch` (the path of a study's task, without Ray);
 and the channel's round trip per step.
 
-    python -m benchmarks.confined_policy [--T 1000] [--reps 6]
+    python -m benchmarks.confined_policy [--T 1000] [--reps 6] [--variants polling,same-cpu]
 
 Both compute the same numbers (checked here); the ratios are of wall time and of CPU time per
 replication, the policy server's start (once per worker process) excluded by a warm-up
 replication.  The built-in and the confined replications alternate (rep 0 built-in, rep 0
 confined, rep 1 built-in, ...), so that a change in the machine's load (it is shared) falls on
 both alike; the ratio of the totals is printed, and the median of the per-replication ratios.
+
+``--variants`` compares ways of waiting for the policy's answer in the same run, alternating with
+the built-in replications (rep 0 built-in, rep 0 of each variant, rep 1 built-in, ...):
+``polling`` (the default: the trusted side polls for :data:`study.policies.sandbox.SPIN_SECONDS`,
+then blocks), ``blocking`` (it blocks at once), and ``same-cpu`` / ``same-cpu-blocking`` (the
+same, with the policy's process pinned to the CPU the loop runs on when it is forked), ``pinned-pair``
+/ ``pinned-pair-polling`` (the loop's thread pinned there too for the replication, then restored).
+The pinning is done here, around the library's code, which pins nothing.
 """
 from __future__ import annotations
 
@@ -40,6 +48,54 @@ class Echo:
     def select(self, step):
         from study.policies import random_edge
         return random_edge(step)
+
+
+# name: (SPIN_SECONDS, None for the default; what is pinned to the loop's CPU: nothing, the policy's
+# process, or both it and the loop's thread for the replication)
+VARIANTS = {"polling": (None, None), "blocking": (0.0, None), "same-cpu": (None, "child"),
+            "same-cpu-blocking": (0.0, "child"), "pinned-pair": (0.0, "both"), "pinned-pair-polling": (None, "both")}
+_PLAIN = []  # _Process.__init__ and close as the library has them
+
+
+def _this_cpu() -> int:
+    """The CPU this thread runs on now (field 39 of its stat)."""
+    with open("/proc/thread-self/stat") as stat:
+        return int(stat.read().rpartition(")")[2].split()[36])
+
+
+def _use(variant: str) -> None:
+    """Set the variant for the confined replications that follow.  The pinning is the benchmark's,
+    around the library's _Process (measured, it did not pay: docs/baselines.md, "Cost")."""
+    import os
+    import threading
+
+    from study.policies import sandbox
+    if not _PLAIN:
+        _PLAIN.extend((sandbox.SPIN_SECONDS, sandbox._Process.__init__, sandbox._Process.close))
+    spin, pin = VARIANTS[variant]
+    default_spin, init, close = _PLAIN
+    sandbox.SPIN_SECONDS = default_spin if spin is None else spin
+
+    def pinned_init(self, *args, **kwargs):
+        self.restore = None
+        init(self, *args, **kwargs)
+        if self.pidfd is None:
+            return
+        cpu = _this_cpu()
+        os.sched_setaffinity(self.pid, {cpu})  # the policy's process, to where the loop runs now
+        if pin == "both":  # the loop's thread too, until close()
+            tid = threading.get_native_id()
+            self.restore = (tid, os.sched_getaffinity(tid))
+            os.sched_setaffinity(tid, {cpu})
+
+    def pinned_close(self):
+        close(self)
+        if getattr(self, "restore", None) is not None:
+            os.sched_setaffinity(*self.restore)
+            self.restore = None
+
+    sandbox._Process.__init__ = init if pin is None else pinned_init
+    sandbox._Process.close = close if pin is None else pinned_close
 
 
 def _batch(method, reps, overrides, first=0):
@@ -86,41 +142,58 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--T", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--variants", default="polling",
+                        help=f"comma-separated, of {', '.join(VARIANTS)} (module docstring)")
     args = parser.parse_args(argv)
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
     overrides = {"T": args.T, "T0": min(200, args.T // 2)}
     user = f"{__name__ if __name__ != '__main__' else 'benchmarks.confined_policy'}:RBRule"
     _batch(user, 1, {"T": 20, "T0": 8})  # the policy server's start, paid once per worker process
     _batch("RB", 1, {"T": 20, "T0": 8})
-    walls, cpus, frames = {"RB": [], user: []}, {"RB": [], user: []}, {"RB": [], user: []}
+    names = ["RB", *variants]
+    walls, cpus, frames = ({m: [] for m in names} for _ in range(3))
     for r in range(args.reps):  # alternating (module docstring)
-        for method in ("RB", user):
-            seconds, frame = _batch(method, 1, overrides, first=r)
-            walls[method].append(seconds)
-            frames[method].append(frame)
-        for method in ("RB", user):
-            cpus[method].append(_cpu(method, r, overrides))
+        for name in names:
+            if name != "RB":
+                _use(name)
+            seconds, frame = _batch("RB" if name == "RB" else user, 1, overrides, first=r)
+            walls[name].append(seconds)
+            frames[name].append(frame)
+        for name in names:
+            if name != "RB":
+                _use(name)
+            cpus[name].append(_cpu("RB" if name == "RB" else user, r, overrides))
+    _use("polling")
     import pandas as pd
-    rb, own = (pd.concat(frames[m], ignore_index=True) for m in ("RB", user))
-    builtin, confined = sum(walls["RB"]), sum(walls[user])
-    split = {m: np.sum(cpus[m], axis=0) / args.reps for m in ("RB", user)}  # (loop, policy process)
-    cpus = {m: [sum(c) for c in cpus[m]] for m in cpus}
-    cpu_builtin, cpu_confined = (sum(cpus[m]) / args.reps for m in ("RB", user))
-    median_wall, median_cpu = (float(np.median(np.divide(d[user], d["RB"]))) for d in (walls, cpus))
-    for column in ("major", "other", "regret", "rel_error"):
-        assert np.array_equal(rb[column].to_numpy(), own[column].to_numpy(), equal_nan=True), column
+    frames = {m: pd.concat(frames[m], ignore_index=True) for m in names}
+    for name in variants:
+        for column in ("major", "other", "regret", "rel_error"):
+            assert np.array_equal(frames["RB"][column].to_numpy(), frames[name][column].to_numpy(),
+                                  equal_nan=True), column
+    split = {m: np.sum(cpus[m], axis=0) / args.reps for m in names}  # (loop, policy process)
+    cpus = {m: [sum(c) for c in cpus[m]] for m in names}
+    builtin, cpu_builtin = sum(walls["RB"]), sum(cpus["RB"]) / args.reps
+    print(f"Setting A, T={args.T}, {args.reps} replications (same numbers: checked)")
+    print(f"  built-in RB in the worker:        {builtin / args.reps:8.3f} s a replication, "
+          f"CPU {cpu_builtin:.3f} s")
+    for name in variants:
+        confined, cpu_confined = sum(walls[name]), sum(cpus[name]) / args.reps
+        median_wall, median_cpu = (float(np.median(np.divide(d[name], d["RB"]))) for d in (walls, cpus))
+        print(f"  RB's rule as a confined policy ({name}):")
+        print(f"    wall {confined / args.reps:8.3f} s a replication "
+              f"(x{confined / builtin:.2f}; median of the replications' ratios x{median_wall:.2f})")
+        print(f"    CPU a replication (loop + policy process) {cpu_confined:.3f} s "
+              f"(x{cpu_confined / cpu_builtin:.2f}; median x{median_cpu:.2f})")
+        print(f"    of which, a step: the loop +{1e6 * (split[name][0] - split['RB'][0]) / args.T:.1f} us, the "
+              f"policy's process {1e6 * split[name][1] / args.T:.1f} us")
     echo, _ = _batch(user.replace(":RBRule", ":Echo"), args.reps, overrides)
     plain = _in_process(Echo, args.reps, overrides)  # the same policy, called in the worker's process
     steps = args.reps * args.T
-    print(f"Setting A, T={args.T}, {args.reps} replications (same numbers: checked)")
-    print(f"  built-in RB in the worker:        {builtin / args.reps:8.3f} s a replication")
-    print(f"  RB's rule as a confined policy:   {confined / args.reps:8.3f} s a replication "
-          f"(x{confined / builtin:.2f}; median of the replications' ratios x{median_wall:.2f})")
-    print(f"  CPU a replication (loop + policy process): built-in {cpu_builtin:.3f} s, confined "
-          f"{cpu_confined:.3f} s (x{cpu_confined / cpu_builtin:.2f}; median x{median_cpu:.2f})")
-    print(f"  of which, a step: the loop +{1e6 * (split[user][0] - split['RB'][0]) / args.T:.1f} us, the policy's "
-          f"process {1e6 * split[user][1] / args.T:.1f} us")
     print(f"  channel round trip per step:      {1e6 * max(echo - plain, 0.0) / steps:8.1f} us "
-          "(random edges, confined vs in the worker's process; a fork per replication included)")
+          "(random edges, polling, confined vs in the worker's process; a fork per replication included)")
 
 
 if __name__ == "__main__":

@@ -58,11 +58,16 @@ choice, a write, a global generator, a refused call) fails the check named for i
 scenario's own.  ``shared_state`` is skipped for a factory that cannot be
 pickled (``picklable`` fails).
 
-*Confinement.*  A user policy's checks run in a process of their own, confined by the kernel as a
-study's user policies are (:mod:`study.policies.confine`: writes only to a private scratch
-directory, no processes, no sockets), and what comes back is JSON of the results (never a pickle);
-the report says which confinement applied (:attr:`PolicyCheckReport.confinement`).  A built-in
-method, and a factory that cannot be pickled, are checked in the calling process.
+*Confinement and whose verdict.*  A user policy's suite runs in a process of its own, confined by
+the kernel as a study's user policies are (:mod:`study.policies.confine`: writes only to a private
+scratch directory, no processes, no sockets), and what comes back is JSON of the results (never a
+pickle).  That process runs the policy's code, so its results are *self-reported*: the calling
+process runs the suite's replications again with the loop here and the policy behind the channel
+of :mod:`study.policies.sandbox`, judges every check it can from what came back
+(:mod:`study.policies.verdict`), and a check passes only where both sides passed.  The report says
+which confinement applied (:attr:`PolicyCheckReport.confinement`) and which checks' passes are
+self-reported (:attr:`PolicyCheckReport.self_reported`).  A built-in method, and a factory that
+cannot be pickled, are checked in the calling process.
 """
 from __future__ import annotations
 
@@ -77,6 +82,7 @@ from ..simulation.settings import WARMUPS, Setting
 from . import confine, fresh, hooks
 from .guard import Record, build
 from .registry import ALL_METHODS, resolve_policy
+from .verdict import DETERMINISTIC, GLOBAL_SEEDS, SELF_REPORTED, channel_run, combined
 
 CHECKS = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "deterministic",
           "different_draws", "shared_state", "valid_before_phi", "valid_with_phi", "disconnected_graph", "picklable",
@@ -128,12 +134,17 @@ class PolicyCheckReport:
     confinement : str
         Where the checks ran: a process confined by the kernel (which Landlock ABI, which
         libseccomp), a process of their own without it, or this process (and why).
+    self_reported : tuple of str
+        The checks whose pass rests on what the process running the policy reported (its code could
+        have forged it; :mod:`study.policies.verdict`): empty where the suite ran in this process.
+        Every other check of a user policy was judged here, from what came back through the channel.
     """
 
     policy: str
     results: tuple
     seconds: float
     confinement: str = ""
+    self_reported: tuple = ()
 
     @property
     def failed(self) -> list:
@@ -155,6 +166,8 @@ class PolicyCheckReport:
         lines = [f"check_policy({self.policy}): {sum(r.status == 'passed' for r in self.results)} of "
                  f"{len(self.results)} checks passed ({self.seconds:.2f} s)"]
         lines += [f"  {r.status:<7} {r.name}" + (f": {r.detail}" if r.detail else "") for r in self.results]
+        if self.self_reported:
+            lines.append(f"  self-reported (judged in the policy's process only): {', '.join(self.self_reported)}")
         return "\n".join(lines + ([f"  confinement: {self.confinement}"] if self.confinement else []))
 
 
@@ -453,17 +466,16 @@ def check_policy(factory, *, name: str = "checked-policy", seed: int = 3, time_l
     if where.startswith("none"):
         suite.execute()
     report = PolicyCheckReport(policy=label, results=tuple(suite.results[c] for c in CHECKS),
-                               seconds=time.perf_counter() - start, confinement=where)
+                               seconds=time.perf_counter() - start, confinement=where,
+                               self_reported=() if where.startswith("none") else SELF_REPORTED)
     if raise_on_failure and report.failed:
         raise PolicyCheckError(report)
     return report
 
 
 def _in_confinement(factory, kind, name, seed, time_limit, label):
-    """In a confined process: the suite but ``shared_state`` (``kind="suite"``) or one of its fresh
-    runs (``"fresh"``), as plain data (JSON crosses back, never a pickle)."""
-    if kind == "fresh":
-        return fresh_trajectory(factory, name, seed, label)
+    """In a confined process: the suite but ``shared_state``, as plain data (JSON crosses back,
+    never a pickle).  What it returns is self-reported (:mod:`study.policies.verdict`)."""
     suite = _Suite(factory, name, seed, time_limit, label=label)
     suite.deferred = True
     suite.execute()
@@ -481,14 +493,43 @@ def _trajectory_of(value):
 
 class _Outcomes:
     def __init__(self, outcomes):
-        self.result = [(status, _trajectory_of(value) if status == "ok" else value) for status, value in outcomes]
+        self.result = outcomes
 
     def outcomes(self):
         return self.result
 
 
+class _TrustedSuite(_Suite):
+    """The suite's replications with the loop in this process and the policy behind the channel
+    (:func:`study.policies.verdict.channel_run`), one confined process per replication."""
+
+    def __init__(self, suite: _Suite, factory_bytes: tuple, needs):
+        super().__init__(suite.factory, suite.name, suite.seed, suite.time_limit, label=suite.label)
+        self.deferred = True  # shared_state: _confined_checks
+        self.factory_bytes, self.needs = factory_bytes, tuple(needs)
+        self.seconds = 60.0 + 20 * suite.time_limit  # a replication's limit: a hung policy is ended
+        self.runs = 0
+
+    def run(self, setting, record, factory=None, guarded=True, seed=None, **overrides):
+        self.runs += 1  # each run's process gets global generators of its own (verdict.GLOBAL_SEEDS)
+        return channel_run(setting, self.name, self.seed if seed is None else seed, self.factory_bytes, self.needs,
+                           self.seconds, record, guarded, global_seed=self.runs * GLOBAL_SEEDS + self.seed,
+                           **overrides)
+
+    def _deterministic(self, base):
+        super()._deterministic(base)
+        result = self.results["deterministic"]
+        if result.status == "failed":
+            self.results["deterministic"] = CheckResult(result.name, "failed", result.detail + DETERMINISTIC)
+
+    def _pickle(self, base):
+        self.set("picklable", True, note="every run here rebuilt the factory from its pickled bytes in the policy's "
+                                         "process")
+
+
 def _confined_checks(suite) -> str:
-    """Run ``suite`` in a confined process (its fresh runs in two more); its results put into
+    """Run ``suite`` in a confined process, and its replications again with the loop here and the
+    policy behind the channel (:mod:`study.policies.verdict`); the verdict of the two put into
     ``suite.results``.  Returns the confinement that applied, or ``"none: ..."`` (then nothing
     ran: the caller runs the suite here)."""
     try:
@@ -497,23 +538,34 @@ def _confined_checks(suite) -> str:
         return f"none: the factory cannot be pickled for a confined process ({type(exc).__name__}); checked here"
     needs = sorted(hooks.needs_of(suite.factory))
     jobs = [("suite", suite.name, suite.seed, suite.time_limit, suite.label)]
-    jobs += [("fresh", suite.name, s, None, suite.label) for s in suite.seeds]
     runs = fresh.FreshRuns(packed, _in_confinement, jobs, _FRESH_SECONDS + 40 * suite.time_limit,
                            confined={"needs": needs, "hidden": []})
-    (status, value), *others = runs.outcomes()
+    trusted = _TrustedSuite(suite, packed, needs)
+    try:  # while the suite's own process runs
+        trusted.execute()
+    finally:
+        ((status, value),) = runs.outcomes()
     rows = value.get("results") if status == "ok" and isinstance(value, dict) else None
     if not (isinstance(rows, list) and all(isinstance(r, list) and len(r) == 3 and r[0] in CHECKS and
                                            r[1] in ("passed", "failed", "skipped") and isinstance(r[2], str)
                                            for r in rows)):
         detail = value if status != "ok" else "its answer was not the results' format"
-        suite.results = {"runs": CheckResult("runs", "failed", f"the confined process of the checks failed: {detail}")}
-        for check in CHECKS[1:]:
-            suite.results[check] = CheckResult(check, "skipped", "skipped: the confined process of the checks failed")
-        return _where(needs)
-    suite.results = {name: CheckResult(name, status_, detail) for name, status_, detail in rows}
+        reported = {"runs": CheckResult("runs", "failed", f"the confined process of the checks failed: {detail}")}
+        reported.update({c: CheckResult(c, "skipped", "skipped: the confined process of the checks failed")
+                         for c in CHECKS[1:]})
+        value = {}
+    else:
+        reported = {name: CheckResult(name, status_, detail) for name, status_, detail in rows}
+    # shared_state: the seeds run one after the other in the suite's process (self-reported) against
+    # each run alone in a fresh process, here
     suite.phi_runs = {"again": _trajectory_of(value.get("again")), suite.seeds[1]: _trajectory_of(value.get("second"))}
-    suite.fresh = _Outcomes(others)
+    alone = {seed: trusted.phi_runs.get(seed) for seed in suite.seeds}  # each in a fresh process
+    suite.fresh = (_Outcomes([("ok", alone[s]) for s in suite.seeds]) if None not in alone.values() else
+                   "skipped: the 120-step runs of valid_with_phi did not complete with the loop in the calling process")
+    suite.results = {}
     suite._shared_state()
+    verdict = combined(trusted.results, {**reported, "shared_state": suite.results["shared_state"]}, CHECKS)
+    suite.results = {name: verdict.get(name, CheckResult(name, "skipped", "skipped: not reported")) for name in CHECKS}
     return _where(needs)
 
 

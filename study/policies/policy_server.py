@@ -81,6 +81,12 @@ class _Child:
                                  frozenset(hooks.NEEDS) if job.get("describe") else needs)
         hooks.install_for_process(self.watch)
         try:
+            if job.get("global_seed") is not None:  # before any of the policy's code (ConfinedFactory)
+                import random
+
+                import numpy as np
+                np.random.seed(job["global_seed"] % 2**32)
+                random.seed(job["global_seed"])
             sys.path[:] = job["path"]
             from .registry import make_policy, resolve_policy
             if job["factory"] is not None:
@@ -193,6 +199,8 @@ class _Child:
 
 # --- the policy server --------------------------------------------------------------------
 
+_LOADERS = ("cloudpickle", "ray.cloudpickle")  # the factories' unpicklers (study.policies.fresh.dumps)
+
 def serve(fd: int) -> None:
     """The policy server's loop (``python -c ... serve(fd)``): receive a job and the two ends of
     its pipes on socket ``fd``, fork a child that runs it, answer its pid and a pidfd."""
@@ -217,6 +225,11 @@ def serve(fd: int) -> None:
         if data is None or len(fds) != 2:
             return
         job = pickle.loads(data)  # from the trusted process that started this server
+        loader = job["factory"][1] if job.get("factory") is not None else None
+        if loader in _LOADERS and loader not in sys.modules:
+            # imported once, here, not in every child: ray.cloudpickle's import (all of ray) took
+            # 0.3 s of each replication of a registered policy
+            __import__(loader, fromlist=["loads"])
         pid = os.fork()
         if pid == 0:
             try:

@@ -229,11 +229,17 @@ class ConfinedFactory:
         Run without kernel confinement where the machine has none (``--trust-policy-code``).
     seconds : float or None
         The replication's time limit: a policy that has not answered by then has its process ended.
+    global_seed : int or None
+        Seed the policy's process's global generators (numpy's legacy ``np.random``, Python's
+        ``random``) with it before the policy is built (:func:`study.check_policy`: a policy that
+        draws from them then chooses differently under two seeds).  None: they are left as the
+        policy server's, the same in every process.
     """
 
-    def __init__(self, method, factory_bytes=None, needs=(), hidden=(), trust=False, seconds=None):
+    def __init__(self, method, factory_bytes=None, needs=(), hidden=(), trust=False, seconds=None, global_seed=None):
         self.method, self.factory_bytes, self.needs = method, factory_bytes, tuple(needs)
         self.hidden, self.trust, self.seconds = tuple(str(h) for h in hidden), bool(trust), seconds
+        self.global_seed = None if global_seed is None else int(global_seed)
         self.processes: list = []
 
     def __call__(self, setting):
@@ -262,7 +268,7 @@ class _Process:
                          else time.monotonic() + owner.seconds)
         job = {"method": owner.method, "factory": owner.factory_bytes, "needs": owner.needs, "hidden": owner.hidden,
                "confine": kernel, "scratch": self.scratch, "path": confine.asker_path(), "setting": setting,
-               "describe": describe}
+               "describe": describe, "global_seed": owner.global_seed}
         self.pidfd = self.down = self.up = None
         with _LOCK:
             try:

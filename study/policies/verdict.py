@@ -1,0 +1,95 @@
+"""The trusted side's verdict of :func:`study.check_policy` on a user policy.
+
+The check suite of :mod:`study.policies.checks` runs in a confined process of its own, where it can
+look inside the policy (the guard's copies, the global generators, the audit hook) -- but that
+process runs the policy's code, which can patch the suite or write a report of its own on the
+channel: its results are *self-reported*.  So the calling process runs the suite's replications
+again with the loop here, the policy in a confined process per replication answering ``select``
+and ``update`` through the channel of :mod:`study.policies.sandbox` (fixed formats, never
+unpickled), and judges from what came back.  The verdict (:func:`combined`) takes a failure from
+either side (a policy that reports its own failure only hurts itself) and a pass only where this
+side passed too.
+
+What this side judges (:data:`JUDGED`): ``runs``, ``returns_a_choice`` and ``explored_is_a_bool``
+(every answer came back in the channel's format: two integers and a flag 0/1), ``only_edges`` (each
+choice checked here against the graph), ``deterministic``, ``valid_before_phi``,
+``valid_with_phi``, ``disconnected_graph``, ``finishes_in_time`` (timed here) and ``picklable``
+(every run here rebuilt the factory from its pickled bytes).  Each run's process has its global
+generators seeded differently (:data:`GLOBAL_SEEDS`), so a policy that draws from them in
+``select`` or ``update`` fails ``deterministic`` here.  ``shared_state`` compares the
+runs here (each in a fresh process: the trusted side of the comparison) with the same seeds run
+one after the other in the suite's process (that order needs one process for two replications:
+self-reported).  Self-reported when they pass (:data:`SELF_REPORTED`): ``no_writes`` (the copies are
+compared inside; here only a write that raised is seen), ``different_draws`` (the global generators
+are watched inside; here every replication forks from the same state), ``no_forbidden_calls`` (the
+audit hook is inside; the kernel's refusals end a run here only where the policy does not catch them)
+and ``shared_state``'s second half.
+"""
+from __future__ import annotations
+
+from ..simulation.replication import run_replication
+from .guard import Guard
+from .sandbox import ConfinedFactory, PolicyProcessError
+
+JUDGED = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "deterministic", "valid_before_phi",
+          "valid_with_phi", "disconnected_graph", "finishes_in_time", "picklable")
+SELF_REPORTED = ("no_writes", "different_draws", "shared_state", "no_forbidden_calls")
+GLOBAL_SEEDS = 1_000_003  # run k of a check (k = 1, 2, ...) seeds its process's global generators k * this + seed
+DETERMINISTIC = (" (here each run's process had its global generators seeded differently: a policy that draws from "
+                 "np.random.* or random chooses differently)")
+# what the policy's process reports when the policy's own answer was refused there (policy_server):
+# text, trusted only to fail a check
+_REPORTED = (("read-only", "no_writes"), ("WRITEABLE", "no_writes"),
+             ("expected a Choice(major, other, explored)", "returns_a_choice"), ("; it must be a bool",
+                                                                                 "explored_is_a_bool"))
+
+
+class ChannelGuard(Guard):
+    """The guard on this side of the channel: it validates each choice that came back (the
+    channel's fixed format already made it two integers and a flag), burns in as the suite's does,
+    and names the check of a failure the policy's process reported."""
+
+    def _call(self, what, step, call):
+        try:
+            return super()._call(what, step, call)
+        except PolicyProcessError as exc:
+            for text, check in _REPORTED:
+                if text in exc.message:
+                    detail = (f"{what} at t={step.t} tried to write into a read-only array ({exc.message})"
+                              if check == "no_writes" else exc.message.partition(" (in the confined process")[0])
+                    self.record.note(check, detail.removeprefix("TypeError: "))
+                    break
+            raise
+
+
+def channel_run(setting, name, seed, factory_bytes, needs, seconds, record, guarded=True, burn_in=0, global_seed=None,
+                **overrides):
+    """One replication with the loop in this process and the policy (``factory_bytes``:
+    :func:`study.policies.fresh.dumps` of its factory; ``needs``: its declared needs) in a confined
+    process answering through the channel, guarded by :class:`ChannelGuard` into ``record`` unless
+    ``guarded`` is False; ``seconds``: the time limit that ends a hung policy's process;
+    ``global_seed``: the seed of that process's global generators."""
+    # trust=True: where the kernel cannot confine, the policy's process runs with the audit hooks
+    # only, as the suite's own process does then (check_policy's report says which applied)
+    confined = ConfinedFactory(name, factory_bytes, needs=needs, trust=True, seconds=seconds, global_seed=global_seed)
+    policy = (lambda s: ChannelGuard(confined(s), record, None, burn_in)) if guarded else confined
+    try:
+        return run_replication(setting, name, seed, policy=policy, **overrides)
+    finally:
+        confined.close()
+
+
+def combined(trusted: dict, reported: dict, names) -> dict:
+    """The verdict per check of ``names`` ({name: CheckResult} of each side): a failure of either
+    side (this side's detail first), a skip of either, else a pass (this side's note where it judged
+    the check)."""
+    verdict = {}
+    for name in names:
+        sides = [r for r in (trusted.get(name), reported.get(name)) if r is not None]
+        if sides:
+            verdict[name] = (next((r for r in sides if r.status == "failed"), None)
+                             or next((r for r in sides if r.status == "skipped"), None) or sides[0])
+    return verdict
+
+
+__all__ = ["DETERMINISTIC", "GLOBAL_SEEDS", "JUDGED", "SELF_REPORTED", "ChannelGuard", "channel_run", "combined"]
