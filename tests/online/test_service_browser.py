@@ -89,8 +89,13 @@ def test_the_page_follows_tells_from_another_process_without_a_reload(tmp_path):
             judge = subprocess.run([sys.executable, str(SUPPORT / "service_judge.py"), server.url, TOKEN, "50", "7"],
                                    capture_output=True, text=True, timeout=300)
             assert judge.returncode == 0, judge.stderr
+            # the page renders the counts, the table and the decision from three requests: a tick that read
+            # the state mid-judging can show a newer decision than its table until the next tick, so the
+            # wait is for all three (seen once under SkylakeX: told 80, decision after 80, table 78 tells)
             page.wait_for_function("document.querySelector('#told-count').textContent === '80' && "
-                                   "document.querySelector('#decision').textContent.includes('after 80 judgments')",
+                                   "document.querySelector('#decision').textContent.includes('after 80 judgments') && "
+                                   "[...document.querySelectorAll('#leaderboard tbody tr td.judgments')]"
+                                   ".reduce((s, td) => s + Number(td.textContent.replace(/,/g, '')), 0) === 160",
                                    timeout=60_000)
             after = page_state(page)
             page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
