@@ -79,6 +79,12 @@ def row_terms(u, w, m):
 class Problem:
     """L over the balls in the coordinates y = (u, c) of the module docstring."""
 
+    @classmethod
+    def of(cls, space, data, radius):
+        t = data.t
+        return cls(space, data.wins[:t].astype(float), data.m[:t].astype(float), data.n_items, data.dim,
+                   float(radius) ** 2)
+
     def __init__(self, space, w, m, n, d, gamma2):
         r, p = space.rank, space.basis.shape[0]
         q = space.basis[:, :r]
@@ -216,18 +222,11 @@ def _active_set_newton(problem, y, active_mask, feas, nu_start=None, max_iterati
         else:
             return None, None
         # the ratio test: the first inactive ball the step would leave stops it, and joins
-        theta = problem.thetas(y)
         move = np.einsum("idk,k->id", problem.G, step[:p])
-        a = (move * move).sum(axis=1)
-        b = (theta * move).sum(axis=1)
-        c = (theta * theta).sum(axis=1) - problem.gamma2
-        inactive = ~active_mask & (a > 1e-300)
-        limits = np.full(n, np.inf)
-        limits[inactive] = (-b[inactive] + np.sqrt(np.maximum(b[inactive] ** 2 - a[inactive] * c[inactive], 0.0))) \
-            / a[inactive]
+        limits = np.where(active_mask, np.inf, _ball_limits(problem.thetas(y), move, problem.gamma2))
         blocking = int(np.argmin(limits))
         if limits[blocking] < length:
-            length = max(float(limits[blocking]), 0.0)
+            length = float(limits[blocking])
             active_mask[blocking] = True
             changes += 1
             if changes > MAX_CHANGES:
@@ -261,6 +260,17 @@ def _ball_limits(theta, move, gamma2):
     return np.maximum(limits, 0.0)
 
 
+def _inward(problem, y, fraction):
+    """``y`` scaled so that every item lies within ``fraction`` of gamma^2 (theta is linear in y: one
+    scaling moves every item inward), and its thetas."""
+    theta = problem.thetas(y)
+    largest = float((theta * theta).sum(axis=1).max())
+    if largest > fraction * problem.gamma2:
+        y = y * np.sqrt(fraction * problem.gamma2 / largest)
+        theta = problem.thetas(y)
+    return y, theta
+
+
 def _tapia(slack_before, nu_before, slack, nu):
     """The active set by Tapia's indicators (El-Bakry, Tapia and Zhang 1994): along a path to the
     solution an active ball's slack shrinks with mu while its multiplier settles, an inactive ball's
@@ -281,11 +291,7 @@ def _interior(problem, y, feas):
     :func:`_active_set_newton` finishes from there with those balls and multipliers.  Returns (y, nu)
     where the KKT rule holds, else (None, None)."""
     r, p, gamma2 = problem.r, problem.p, problem.gamma2
-    theta = problem.thetas(y)
-    largest = float((theta * theta).sum(axis=1).max())
-    if largest > 0.9 * gamma2:  # theta is linear in y: a scaling moves every item inward
-        y = y * np.sqrt(0.9 * gamma2 / largest)
-        theta = problem.thetas(y)
+    y, theta = _inward(problem, y, 0.9)
     slack = 0.5 * (gamma2 - (theta * theta).sum(axis=1))
     g = problem.loss_terms(y[:r])[0]
     cols = np.einsum("idk,id->ki", problem.G, theta)
@@ -417,11 +423,7 @@ def _barrier_path(problem, y, feas):
     tenfold a stage; once every ball is clearly active or not (as in :func:`_interior`),
     :func:`_active_set_newton` finishes from there with those balls and multipliers mu / s_i.  Returns (y, nu) where the KKT rule holds, else (None, None)."""
     gamma2 = problem.gamma2
-    theta = problem.thetas(y)
-    largest = float((theta * theta).sum(axis=1).max())
-    if largest > 0.98 * gamma2:  # theta is linear in y: a scaling moves every item inward
-        y = y * np.sqrt(0.98 * gamma2 / largest)
-        theta = problem.thetas(y)
+    y, theta = _inward(problem, y, 0.98)
     slack = 0.5 * (gamma2 - (theta * theta).sum(axis=1))
     g = problem.loss_terms(y[: problem.r])[0]
     mu = max(float(np.abs(g).max(initial=0.0)) * gamma2, 1e-300)  # the barrier dominates at first: a centred start
@@ -452,26 +454,21 @@ def solve_separated(space, data, start_u, beta_start, beta_ref, radius, multipli
     ones at their minimiser over the range) and the free coordinates c of ``beta_start``, or first
     from ``beta_start`` itself with the balls of positive ``multipliers`` active (the previous
     estimate's); None where the KKT rule is not met or the active set is undecided.  Returns (beta, nu)."""
-    t = data.t
-    n, d = data.n_items, data.dim
-    gamma2 = float(radius) ** 2
-    w, m = data.wins[:t].astype(float), data.m[:t].astype(float)
-    problem = Problem(space, w, m, n, d, gamma2)
-    r, p = problem.r, problem.p
+    problem = Problem.of(space, data, radius)
+    r, p, gamma2 = problem.r, problem.p, problem.gamma2
     feas = nearest.FEAS_TOL * max(gamma2, 1.0)
     c_start = problem.N.T @ beta_start
-    y = np.concatenate([start_u, c_start])
-    if np.any(problem.slack(y) > feas):  # the finite margins' minimiser leaves a ball: from beta_start's own
-        y = np.concatenate([space.pivot_rows[:r] @ beta_start, c_start])
-    y0 = y
+    own = np.concatenate([space.pivot_rows[:r] @ beta_start, c_start])  # beta_start itself, in y
+    y0 = np.concatenate([start_u, c_start])
+    if np.any(problem.slack(y0) > feas):  # the finite margins' minimiser leaves a ball: from beta_start's own
+        y0 = own
     y, nu_full = None, None
     if multipliers is not None and np.any(np.asarray(multipliers) > 0.0):
         # the previous estimate's balls and multipliers, from beta_start's own point: consecutive refits
         # where the balls bind differ by one row
-        warm = np.concatenate([space.pivot_rows[:r] @ beta_start, c_start])
         active = np.asarray(multipliers) > 0.0
-        if np.all(problem.slack(warm)[~active] <= feas):
-            y, nu_full = _active_set_newton(problem, warm, active.copy(), feas, nu_start=np.asarray(multipliers, float),
+        if np.all(problem.slack(own)[~active] <= feas):
+            y, nu_full = _active_set_newton(problem, own, active.copy(), feas, nu_start=np.asarray(multipliers, float),
                                             max_iterations=WARM_ITERATIONS)
     if y is None:
         y, nu_full = _interior(problem, y0, feas)
@@ -516,11 +513,8 @@ def kkt_rule(space, data, beta, nu, radius) -> dict:
     the KKT system (the balls of positive ``nu`` as equalities) in the margins relative to
     1 + ||u||_inf (``step_u``) and in c relative to 1 + ||c||_inf (``step_c``), the largest ball slack
     (``feasibility``), the smallest multiplier (``min_nu``), and ``holds``."""
-    t = data.t
-    n, d = data.n_items, data.dim
-    gamma2 = float(radius) ** 2
-    problem = Problem(space, data.wins[:t].astype(float), data.m[:t].astype(float), n, d, gamma2)
-    r, p = problem.r, problem.p
+    problem = Problem.of(space, data, radius)
+    r, p, gamma2 = problem.r, problem.p, problem.gamma2
     y = np.concatenate([space.pivot_rows[:r] @ beta, problem.N.T @ beta])
     nu = np.asarray(nu, float)
     active = np.flatnonzero(nu > 0.0)

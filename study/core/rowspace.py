@@ -298,12 +298,7 @@ def _checked(data, theta, beta, nu, radius, abs_tol):
         slack = 0.5 * ((theta * theta).sum(axis=1) - float(radius) ** 2)
         if float(slack.max()) > nearest.FEAS_TOL * max(float(radius) ** 2, 1.0):
             return None
-        if nu.any():
-            stationary = gradient + to_reduced(nu[:, None] * theta).ravel()
-        else:
-            stationary = gradient
-    else:
-        stationary = gradient
+    stationary = gradient + to_reduced(nu[:, None] * theta).ravel() if nu.any() else gradient
     if float(np.abs(stationary).max(initial=0.0)) > abs_tol:
         return None
     return theta, beta, u, gradient, nu

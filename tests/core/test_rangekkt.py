@@ -54,7 +54,7 @@ def test_one_separated_row_closed_form(radius, atol):
     x = np.array([1.1, 0.9])
     data = ComparisonData.from_rows(np.array([0]), np.array([1]), x[None, :], np.array([0.0]), np.array([20.0]), 3)
     reference = rng.normal(size=(3, 2))
-    result, got = _answer(data, reference, radius)
+    result, _ = _answer(data, reference, radius)
     unit = x / np.linalg.norm(x)
     np.testing.assert_allclose(result.theta, np.array([radius * unit, -radius * unit, [0.0, 0.0]]), rtol=0, atol=atol)
     assert result.multipliers[0] > 0.0 and result.multipliers[1] > 0.0
@@ -161,35 +161,30 @@ def _fit(p):
 @pytest.mark.parametrize("name", SEPARATED)
 def test_replayed_minimality_at_the_separated_rows_scale(name):
     p = problem(name)
-    data, result = _fit(p)
+    _, result = _fit(p)
     assert result.converged
     assert lower_loss_found(p, result.theta) <= 1e-6
 
 
-def test_the_minimality_check_can_fail():
+def _general(p, monkeypatch):
+    """exact_nearest's general solver on ``p`` (the row-space paths switched off)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(rowspace, "nearest_without_balls", lambda *args, **kwargs: None)
+        return mle.exact_nearest(_data(p), p["reference"], radius=float(p["radius"]), reference=p["reference"])
+
+
+def test_the_minimality_check_can_fail(monkeypatch):
     """The general solver's answer on A8 (one separated row, margin ~ -25): its KKT tolerance
     admitted a margin 0.1 short of the balls' limit, and the check sees it."""
     p = problem("A8")
-    data = _data(p)
-    original = rowspace.nearest_without_balls
-    rowspace.nearest_without_balls = lambda *args, **kwargs: None
-    try:
-        general = mle.exact_nearest(data, p["reference"], radius=float(p["radius"]), reference=p["reference"])
-    finally:
-        rowspace.nearest_without_balls = original
-    assert lower_loss_found(p, general.theta) > 1e-3
+    assert lower_loss_found(p, _general(p, monkeypatch).theta) > 1e-3
 
 
 @pytest.mark.parametrize("name", CONDITIONED)
-def test_equals_the_general_solver_where_conditioned(name):
+def test_equals_the_general_solver_where_conditioned(name, monkeypatch):
     p = problem(name)
-    data, result = _fit(p)
-    original = rowspace.nearest_without_balls
-    rowspace.nearest_without_balls = lambda *args, **kwargs: None
-    try:
-        general = mle.exact_nearest(data, p["reference"], radius=float(p["radius"]), reference=p["reference"])
-    finally:
-        rowspace.nearest_without_balls = original
+    _, result = _fit(p)
+    general = _general(p, monkeypatch)
     assert general.converged
     assert result.multipliers[result.multipliers > 0].min() >= 1e-5
     np.testing.assert_allclose(result.theta, general.theta, rtol=0, atol=1e-6)
