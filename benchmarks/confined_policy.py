@@ -4,7 +4,7 @@ through the channel of :mod:`study.policies.sandbox`) against the built-in RB in
 process, through :func:`study.runner.worker.run_batch` (the path of a study's task, without Ray);
 and the channel's round trip per step.
 
-    python -m benchmarks.confined_policy [--T 1000] [--reps 6] [--variants polling,same-cpu]
+    python -m benchmarks.confined_policy [--setting A] [--T 1000] [--reps 6] [--variants polling,same-cpu]
 
 Both compute the same numbers (checked here); the ratios are of wall time and of CPU time per
 replication, the policy server's start (once per worker process) excluded by a warm-up
@@ -98,10 +98,13 @@ def _use(variant: str) -> None:
     sandbox._Process.close = close if pin is None else pinned_close
 
 
+SETTING = ["A"]  # the setting of every replication (--setting)
+
+
 def _batch(method, reps, overrides, first=0):
     from study.runner.plan import make_plan
     from study.runner.worker import run_batch
-    (cell,) = make_plan("regret", settings=["A"], methods=[method], reps=first + reps, overrides=overrides).cells
+    (cell,) = make_plan("regret", settings=SETTING, methods=[method], reps=first + reps, overrides=overrides).cells
     start = time.perf_counter()
     result = run_batch("regret", cell, [(r, 1000 + r) for r in range(first, first + reps)])
     assert not result["failures"], result["failures"][:1]
@@ -122,7 +125,7 @@ def _cpu(method, r, overrides) -> tuple:
     from study.simulation.replication import run_replication
     factory = None if method == "RB" else ConfinedFactory(method)
     start = time.process_time()
-    run_replication("A", method, 1000 + r, policy=factory, **overrides)
+    run_replication(SETTING[0], method, 1000 + r, policy=factory, **overrides)
     loop, policy = time.process_time() - start, 0.0
     if factory is not None:
         policy = sum(_cpu_of(p.pid) for p in factory.processes)
@@ -134,17 +137,19 @@ def _in_process(factory, reps, overrides) -> float:
     from study.simulation.replication import run_replication
     start = time.perf_counter()
     for r in range(reps):
-        run_replication("A", "echo", 1000 + r, policy=factory, **overrides)
+        run_replication(SETTING[0], "echo", 1000 + r, policy=factory, **overrides)
     return time.perf_counter() - start
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--setting", default="A", help="the paper's setting (A or B)")
     parser.add_argument("--T", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("--variants", default="polling",
                         help=f"comma-separated, of {', '.join(VARIANTS)} (module docstring)")
     args = parser.parse_args(argv)
+    SETTING[0] = args.setting
     variants = args.variants.split(",")
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
@@ -176,7 +181,7 @@ def main(argv=None) -> None:
     split = {m: np.sum(cpus[m], axis=0) / args.reps for m in names}  # (loop, policy process)
     cpus = {m: [sum(c) for c in cpus[m]] for m in names}
     builtin, cpu_builtin = sum(walls["RB"]), sum(cpus["RB"]) / args.reps
-    print(f"Setting A, T={args.T}, {args.reps} replications (same numbers: checked)")
+    print(f"Setting {args.setting}, T={args.T}, {args.reps} replications (same numbers: checked)")
     print(f"  built-in RB in the worker:        {builtin / args.reps:8.3f} s a replication, "
           f"CPU {cpu_builtin:.3f} s")
     for name in variants:

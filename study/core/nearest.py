@@ -79,6 +79,11 @@ def _selectors(n: int, d: int) -> np.ndarray:
     return np.einsum("ij,lm->iljm", q, np.eye(d)).reshape(n, d, (n - 1) * d)
 
 
+def adjoint(B, v):
+    """(n, k): row i is B_i' v_i (B (n, d, k), v (n, d)), as batched products."""
+    return np.matmul(v[:, None, :], B)[:, 0, :]
+
+
 def _projected_slack(omega, h) -> float:
     return float(np.abs(np.where(omega > 0.0, h, np.maximum(h, 0.0))).max(initial=0.0))
 
@@ -91,14 +96,14 @@ def _project_dual(c_ref, a, B, gamma2, feas_tol, max_iterations, omega_limit=np.
     exactly at every c(omega); it stops on the ball slack, or unconverged where a multiplier passes
     ``omega_limit`` (an infeasible problem's dual is unbounded).  Returns c, omega, iterations, converged."""
     n, _, k = B.shape
-    BtB = np.einsum("idk,idl->ikl", B, B)
-    Bta = np.einsum("idk,id->ik", B, a)
+    BtB = B.swapaxes(1, 2) @ B
+    Bta = adjoint(B, a)
 
     def at(omega):
-        M = np.eye(k) + np.einsum("i,ikl->kl", omega, BtB)
+        M = np.eye(k) + np.tensordot(omega, BtB, axes=1)
         factor = cho_factor(M)
         c = cho_solve(factor, c_ref - omega @ Bta)
-        v = a + np.einsum("idk,k->id", B, c)
+        v = a + B @ c
         h = 0.5 * ((v * v).sum(axis=1) - gamma2)
         value = 0.5 * float((c - c_ref) @ (c - c_ref)) + float(omega @ h)
         return c, h, value, factor, v
@@ -111,7 +116,7 @@ def _project_dual(c_ref, a, B, gamma2, feas_tol, max_iterations, omega_limit=np.
         if iteration == max_iterations or omega.max(initial=0.0) > omega_limit:
             break
         free = (omega > 0.0) | (h > 0.0)
-        G = np.einsum("idk,id->ki", B[free], v[free])
+        G = adjoint(B[free], v[free]).T
         S = G.T @ cho_solve(factor, G)
         step = np.zeros(n)
         step[free] = np.linalg.lstsq(S, h[free], rcond=1e-14)[0]

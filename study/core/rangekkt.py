@@ -93,8 +93,8 @@ class Problem:
         self.W = solve_triangular(space.pivot_coords[:r, :r], q.T, lower=True, trans="T").T if r else np.zeros((p, 0))
         self.N = np.linalg.qr(q, mode="complete")[0][:, r:] if r else np.eye(p)
         E = nearest._selectors(n, d)
-        self.G = np.einsum("idq,qk->idk", E, np.hstack([self.W, self.N]))  # theta_i = G_i y
-        self.GtG = np.einsum("idk,idl->ikl", self.G, self.G)
+        self.G = E @ np.hstack([self.W, self.N])  # theta_i = G_i y
+        self.GtG = self.G.swapaxes(1, 2) @ self.G
         pivots = np.asarray(space.pivots, dtype=np.intp)
         dependent = np.asarray(space.dependent, dtype=np.intp)
         self.w_p, self.m_p = w[pivots], m[pivots]
@@ -105,11 +105,16 @@ class Problem:
         return self.W @ y[: self.r] + self.N @ y[self.r:]
 
     def thetas(self, y):
-        return np.einsum("idk,k->id", self.G, y)
+        return self.G @ y
 
     def slack(self, y):
         v = self.thetas(y)
         return 0.5 * ((v * v).sum(axis=1) - self.gamma2)
+
+    def gradient(self, u):
+        """L's gradient in u (as :meth:`loss_terms`, without the Hessian)."""
+        g_p = row_terms(u, self.w_p, self.m_p)[0]
+        return g_p + self.A.T @ row_terms(self.A @ u, self.w_n, self.m_n)[0]
 
     def loss_terms(self, u):
         """L's gradient and Hessian in u."""
@@ -122,15 +127,17 @@ class Problem:
         """F = (grad_y of the Lagrangian, slack of the ``active`` balls with multipliers ``nu``) and
         its Jacobian (if ``hessian``)."""
         r, p = self.r, self.p
-        g, H = self.loss_terms(y[:r])
+        g = self.gradient(y[:r]) if not hessian else None
+        if hessian:
+            g, H = self.loss_terms(y[:r])
         v = self.thetas(y)
-        cols = np.einsum("idk,id->ki", self.G[active], v[active])  # grad of each active slack, (p, |A|)
+        cols = nearest.adjoint(self.G[active], v[active]).T  # grad of each active slack, (p, |A|)
         F = np.concatenate([np.concatenate([g, np.zeros(p - r)]) + cols @ nu,
                             0.5 * ((v[active] ** 2).sum(axis=1) - self.gamma2)])
-        curvature = np.einsum("i,ikl->kl", nu, self.GtG[active])
-        curvature[:r, :r] += H
         if not hessian:
             return F, None
+        curvature = np.tensordot(nu, self.GtG[active], axes=1)
+        curvature[:r, :r] += H
         k = len(nu)
         J = np.zeros((p + k, p + k))
         J[:p, :p] = curvature
@@ -180,8 +187,9 @@ def _active_set_newton(problem, y, active_mask, feas, nu_start=None, max_iterati
     docstring), else (None, None)."""
     p, n = problem.p, problem.n
     nu_full = np.zeros(n) if nu_start is None else np.where(active_mask, nu_start, 0.0)
-    changes = 0
-    for _ in range(max_iterations):
+    changes = iterations = 0
+    while iterations < max_iterations:  # a budget for each active set (changes are bounded apart)
+        iterations += 1
         active = np.flatnonzero(active_mask)
         F, J = problem.residual(y, nu_full[active], active)
         solver = _factor(J)
@@ -204,6 +212,7 @@ def _active_set_newton(problem, y, active_mask, feas, nu_start=None, max_iterati
                 nu_full[~active_mask] = 0.0
                 if changes > MAX_CHANGES:
                     return None, None
+                iterations = 0
                 continue
             slack = problem.slack(y)
             if np.any(slack[~active_mask] > feas):
@@ -222,7 +231,7 @@ def _active_set_newton(problem, y, active_mask, feas, nu_start=None, max_iterati
         else:
             return None, None
         # the ratio test: the first inactive ball the step would leave stops it, and joins
-        move = np.einsum("idk,k->id", problem.G, step[:p])
+        move = problem.G @ step[:p]
         limits = np.where(active_mask, np.inf, _ball_limits(problem.thetas(y), move, problem.gamma2))
         blocking = int(np.argmin(limits))
         if limits[blocking] < length:
@@ -231,6 +240,7 @@ def _active_set_newton(problem, y, active_mask, feas, nu_start=None, max_iterati
             changes += 1
             if changes > MAX_CHANGES:
                 return None, None
+            iterations = 0
         y = y + length * step[:p]
         nu_full[active] += length * step[p:]
     return None, None
@@ -293,8 +303,8 @@ def _interior(problem, y, feas):
     r, p, gamma2 = problem.r, problem.p, problem.gamma2
     y, theta = _inward(problem, y, 0.9)
     slack = 0.5 * (gamma2 - (theta * theta).sum(axis=1))
-    g = problem.loss_terms(y[:r])[0]
-    cols = np.einsum("idk,id->ki", problem.G, theta)
+    g = problem.gradient(y[:r])
+    cols = nearest.adjoint(problem.G, theta).T
     force = float(np.sqrt((cols * cols).sum(axis=0)).max())
     mu = max(float(np.abs(g).max(initial=0.0)) * float(slack.min()) / max(force, 1e-300), 1e-300)
     nu = mu / slack
@@ -320,7 +330,7 @@ def _interior(problem, y, feas):
                     return got
         g, H = problem.loss_terms(y[:r])
         target = sigma * float(np.mean(nu * slack))
-        M = np.einsum("i,ikl->kl", nu, problem.GtG) + (cols * (nu / slack)) @ cols.T
+        M = np.tensordot(nu, problem.GtG, axes=1) + (cols * (nu / slack)) @ cols.T
         M[:r, :r] += H
         rhs = -(np.concatenate([g, np.zeros(p - r)]) + cols @ (target / slack))
         scale = 1.0 / np.sqrt(np.maximum(np.diag(M), 1e-300))
@@ -332,7 +342,7 @@ def _interior(problem, y, feas):
         if not (np.all(np.isfinite(dy)) and np.all(np.isfinite(dnu))):
             return None, None
         # fraction to the boundary: s(a) = s - a c'dy - a^2 ||G dy||^2 / 2 >= 0.005 s
-        move = np.einsum("idk,k->id", problem.G, dy)
+        move = problem.G @ dy
         a2 = 0.5 * (move * move).sum(axis=1)
         b = (theta * move).sum(axis=1)
         c = -0.995 * slack
@@ -370,7 +380,7 @@ def _interior(problem, y, feas):
         # (IPOPT's safeguard, Waechter and Biegler 2006, eq. 16, applied where it binds)
         if step_p < 0.1:
             nu = np.maximum(nu, 0.1 * target / slack)
-        cols = np.einsum("idk,id->ki", problem.G, theta)
+        cols = nearest.adjoint(problem.G, theta).T
         sigma = 0.1 if step_p > 0.5 else (0.5 if step_p > 0.1 else 0.9)
     return None, None
 
@@ -386,9 +396,9 @@ def _centre(problem, y, mu):
         theta = problem.thetas(y)
         slack = 0.5 * (gamma2 - (theta * theta).sum(axis=1))
         g, H = problem.loss_terms(u)
-        cols = np.einsum("idk,id->ki", problem.G, theta)  # grad of -s_i
+        cols = nearest.adjoint(problem.G, theta).T  # grad of -s_i
         grad = np.concatenate([g, np.zeros(p - r)]) + cols @ (mu / slack)
-        hess = np.einsum("i,ikl->kl", mu / slack, problem.GtG) + (cols * (mu / slack ** 2)) @ cols.T
+        hess = np.tensordot(mu / slack, problem.GtG, axes=1) + (cols * (mu / slack ** 2)) @ cols.T
         hess[:r, :r] += H
         scale = 1.0 / np.sqrt(np.maximum(np.diag(hess), 1e-300))
         try:
@@ -400,7 +410,7 @@ def _centre(problem, y, mu):
             return None
         if decrement <= 0.1 * mu:
             return y
-        move = np.einsum("idk,k->id", problem.G, step)
+        move = problem.G @ step
         # the damped Newton step of self-concordant barriers, 1 / (1 + lambda) with lambda^2 = decrement / mu
         # (the barrier's own units), and never past 90% of the way to a ball
         length = min(1.0 / (1.0 + np.sqrt(decrement / mu)), 0.9 * float(_ball_limits(theta, move, gamma2).min()))
@@ -425,7 +435,7 @@ def _barrier_path(problem, y, feas):
     gamma2 = problem.gamma2
     y, theta = _inward(problem, y, 0.98)
     slack = 0.5 * (gamma2 - (theta * theta).sum(axis=1))
-    g = problem.loss_terms(y[: problem.r])[0]
+    g = problem.gradient(y[: problem.r])
     mu = max(float(np.abs(g).max(initial=0.0)) * gamma2, 1e-300)  # the barrier dominates at first: a centred start
     next_attempt, previous = CLASSIFIED, None
     for _ in range(BARRIER_STAGES):
@@ -492,7 +502,7 @@ def solve_separated(space, data, start_u, beta_start, beta_ref, radius, multipli
     z_ref = free.T @ (problem.N.T @ beta_ref - c_star)
     theta_star = problem.thetas(y)
     others = ~held
-    B = np.einsum("idk,kl->idl", problem.G[others][:, :, r:], free)
+    B = problem.G[others][:, :, r:] @ free
     z = np.zeros(free.shape[1])
     if free.shape[1]:
         reach = np.abs(B).max(axis=(1, 2), initial=0.0) > 1e-12

@@ -34,7 +34,7 @@ this shortcut off for the data (the general solver decides by singular values).
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import LinAlgError, solve_triangular
+from scipy.linalg import LinAlgError, get_lapack_funcs
 from scipy.special import expit, logit
 
 from . import nearest, rangekkt
@@ -45,6 +45,14 @@ DEPENDENT_TOL = 1e-8  # ... at most this: in the span; in between, ambiguous (no
 COUPLING_TOL = 1e-12  # |A_jk| at most this (relative to 1 + max |A_j|): row j does not involve pivot k
 OMEGA_LIMIT = 1e10  # a ball multiplier of the projection beyond this: no point inside the balls (infeasible)
 MAX_ITERATIONS = 50  # Newton iterations of one group (a budget: beyond it, no shortcut)
+# LAPACK directly: these systems are small and solved at every refit, where scipy's wrappers' checks
+# cost more than the solves (a triangular solve at r = 80: 10 us, 44 us through solve_triangular)
+_gesv, _trtrs = get_lapack_funcs(("gesv", "trtrs"), dtype=np.float64)
+
+
+def _lower_solve(lower, b, transposed=False):
+    """x with lower x = b (lower' x = b if ``transposed``); ``lower`` triangular with a nonzero diagonal."""
+    return _trtrs(lower, b, lower=1, trans=int(transposed))[0]
 
 
 class RowSpace:
@@ -74,9 +82,11 @@ class RowSpace:
         self.pivots: list[int] = []
         self.dependent: list[int] = []
         self.ambiguous = False
-        self._parent = list(range(p))  # union-find over the pivots: coupled by a dependent row
-        self._first: list[int] = []  # a pivot each dependent row involves (-1: none)
-        self._groups = None  # groups() as last computed, with the number of dependent rows then
+        # the groups, kept as rows arrive: each group's pivots and dependent rows (by their positions in
+        # ``dependent``) under a label; a row that couples groups merges them
+        self._label: dict[int, int] = {}  # pivot column -> its group's label (coupled pivots only)
+        self._members: dict[int, tuple[list, list]] = {}  # label -> (pivot columns, dependent positions)
+        self._groups = None  # groups() as last built (None: a group changed since)
 
     def extend(self, design: np.ndarray) -> "RowSpace":
         """Take the rows ``design[self.rows:]``."""
@@ -85,12 +95,25 @@ class RowSpace:
         self.rows = max(self.rows, design.shape[0])
         return self
 
-    def _root(self, i: int) -> int:
-        parent = self._parent
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
+    def _couple(self, j: int, support: np.ndarray) -> None:
+        """Dependent row ``j`` (its position in ``dependent``) couples the pivots of ``support``."""
+        if not support.size:
+            return
+        labels = {self._label[c] for c in support.tolist() if c in self._label}
+        label = min(labels) if labels else int(support[0])
+        columns, rows = self._members.setdefault(label, ([], []))
+        for other in labels - {label}:  # merged into the first
+            more_columns, more_rows = self._members.pop(other)
+            columns.extend(more_columns)
+            rows.extend(more_rows)
+            for c in more_columns:
+                self._label[c] = label
+        for c in support.tolist():
+            if c not in self._label:
+                self._label[c] = label
+                columns.append(c)
+        rows.append(j)
+        self._groups = None
 
     def _take(self, k: int, row: np.ndarray) -> None:
         r = self.rank
@@ -102,15 +125,13 @@ class RowSpace:
         coords += again
         size, norm = float(np.linalg.norm(rest)), float(np.linalg.norm(row))
         if norm == 0.0 or size <= DEPENDENT_TOL * norm:
-            a = solve_triangular(self.pivot_coords[:r, :r], coords, lower=True, trans="T") if r else np.zeros(0)
+            a = _lower_solve(self.pivot_coords[:r, :r], coords, transposed=True) if r else np.zeros(0)
             j = len(self.dependent)
             if j == self.combinations.shape[0]:
                 self.combinations = np.vstack([self.combinations, np.zeros_like(self.combinations)])
             self.combinations[j, :r] = a
             support = np.flatnonzero(np.abs(a) > COUPLING_TOL * (1.0 + float(np.abs(a).max(initial=0.0))))
-            for c in support[1:]:
-                self._parent[self._root(int(c))] = self._root(int(support[0]))
-            self._first.append(int(support[0]) if support.size else -1)
+            self._couple(j, support)
             self.dependent.append(k)
         elif size >= PIVOT_TOL * norm and r < self.basis.shape[0]:
             self.basis[:, r] = rest / size
@@ -125,18 +146,10 @@ class RowSpace:
     def groups(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """The pivots the dependent rows couple, as connected components: (pivot columns, positions
         in ``dependent``) of each group."""
-        if not self.dependent:
-            return []
-        if self._groups is not None and self._groups[0] == len(self.dependent):  # a new pivot joins no group
-            return self._groups[1]
-        roots = np.array([self._root(i) for i in range(self.rank)], dtype=np.intp)
-        first = np.asarray(self._first, dtype=np.intp)
-        involved = first >= 0
-        row_roots = np.full(first.size, -1, dtype=np.intp)
-        row_roots[involved] = roots[first[involved]]
-        groups = [(np.flatnonzero(roots == g), np.flatnonzero(row_roots == g)) for g in np.unique(row_roots[involved])]
-        self._groups = (len(self.dependent), groups)
-        return groups
+        if self._groups is None:  # (a new pivot joins no group)
+            self._groups = [(np.array(sorted(columns), dtype=np.intp), np.array(sorted(rows), dtype=np.intp))
+                            for _, (columns, rows) in sorted(self._members.items())]
+        return self._groups
 
 
 def row_space(data, design: np.ndarray) -> RowSpace:
@@ -174,11 +187,11 @@ def _minimise_group(u, w_p, m_p, A, w_n, m_n, tol):
         if float(np.abs(grad).max(initial=0.0)) <= tol:
             return u
         hess = A.T @ ((m_n * s_n * (1.0 - s_n))[:, None] * A)
-        hess[np.diag_indices_from(hess)] += m_p * s_p * (1.0 - s_p)
-        try:
-            step = -np.linalg.solve(hess, grad)
-        except np.linalg.LinAlgError:
+        hess.flat[:: hess.shape[0] + 1] += m_p * s_p * (1.0 - s_p)
+        _, _, step, info = _gesv(hess, grad, overwrite_a=True)  # LU with partial pivoting (numpy's solve)
+        if info != 0:  # exactly singular
             return None
+        step = -step
         if float(np.abs(step).max(initial=0.0)) <= 1e-13 * (1.0 + float(np.abs(u).max(initial=0.0))):
             # at the minimiser to the rounding of u: with dependent rows' large combinations (a Hessian
             # conditioned 1e7) the gradient's own rounding can stay above ``tol``; the caller's check of
@@ -210,8 +223,8 @@ def _into_balls(space, beta, beta_ref, n, d, gamma2):
     null = complete[:, r:]
     fixed = beta - null @ (null.T @ beta)
     E = nearest._selectors(n, d)
-    a = np.einsum("idq,q->id", E, fixed)
-    B = np.einsum("idq,qk->idk", E, null)
+    a = E @ fixed
+    B = E @ null
     try:
         with np.errstate(all="ignore"):
             c, _, _, ok = nearest._project_dual(null.T @ beta_ref, a, B, gamma2, nearest.FEAS_TOL * max(gamma2, 1.0),
@@ -266,7 +279,7 @@ def nearest_without_balls(data, design: np.ndarray, beta_ref: np.ndarray, radius
             target[columns] = got
     if bound:
         return _with_balls(space, data, target, beta_ref, radius, abs_tol, multipliers)
-    beta = beta_ref + space.basis[:, :r] @ solve_triangular(space.pivot_coords[:r, :r], target - current, lower=True) \
+    beta = beta_ref + space.basis[:, :r] @ _lower_solve(space.pivot_coords[:r, :r], target - current) \
         if r else beta_ref.copy()
     theta = from_reduced(beta.reshape(n - 1, d))
     if radius is not None and float((theta * theta).sum(axis=1).max()) > float(radius) ** 2:
