@@ -62,6 +62,7 @@ DEGENERATE = 1e-6  # a multiplier in (ZERO_MULTIPLIER, DEGENERATE] times the lar
 MAX_ITERATIONS = 80  # Newton iterations for one active set (a budget: beyond it, no answer)
 MAX_CHANGES = 12  # active-set changes (likewise)
 IPM_ITERATIONS = 200  # interior-point iterations (a budget)
+STALL_WINDOW = 20  # ... ended early where these many iterations did not cut the complementarity tenfold
 CLASSIFIED = 1e-3  # every ball's min(s_i / gamma^2, nu_i / max nu) below this: a finish is tried (again at each tenfold)
 POLISH_ATTEMPTS = 6  # active-set finishes tried along the interior path
 BARRIER_STAGES = 40  # the barrier path's stages, mu cut tenfold each
@@ -311,7 +312,11 @@ def _interior(problem, y, feas):
     sigma = 0.1
     attempts, next_attempt = 0, CLASSIFIED
     previous = None
-    for _ in range(IPM_ITERATIONS):
+    history = []  # the mean complementarity at each iteration
+    for iteration in range(IPM_ITERATIONS):
+        history.append(float(np.mean(nu * slack)))
+        if iteration >= STALL_WINDOW and history[-1] > 0.1 * history[-1 - STALL_WINDOW]:
+            return None, None  # jammed at a ball (short steps, mu barely falling): the barrier path answers
         largest_nu = float(nu.max())
         classified = np.minimum(slack / gamma2, nu / largest_nu)
         if float(classified.max()) <= next_attempt and attempts < POLISH_ATTEMPTS:
