@@ -421,6 +421,8 @@ def main(argv=None):
     parser.add_argument("--paper", action="store_true",
                         help="CPU s per replication at the paper study's sizes, current vs --ref (benchmarks/paper_study.py)")
     parser.add_argument("--ref", default="2055c8d", help="--paper: the reference commit")
+    parser.add_argument("--tie-break", default=None, choices=["nearest", "exact"],
+                        help="--regimes: stage 1's tie_break for both trees (default: the setting's)")
     parser.add_argument("--rounds", type=int, default=2, help="--paper, --regimes: rounds of alternating measurements")
     args = parser.parse_args(argv)
     if args.paper:

@@ -5,6 +5,7 @@ once the data identify theta, and stage 2; and the ratio of stage 1's CPU per st
 
     python -m benchmarks.bench --regimes --ref 2565cad                      # Setting B, RB and ETA, seeds 1-10
     python -m benchmarks.bench --regimes --ref 2565cad --settings A --methods RB ETA BT-UCB1 --rounds 3
+    python -m benchmarks.bench --regimes --ref ca59dcc --tie-break exact    # stage 1's exact nearest argmin
 
 The reference is the package ``study`` of commit ``--ref`` exported with ``git archive``
 (:func:`benchmarks.paper_study.export_reference`); each side runs in fresh child processes (one BLAS
@@ -30,21 +31,22 @@ CHILD = r"""
 import json, sys
 from threadpoolctl import threadpool_limits
 import study
-setting, methods, seeds = json.loads(sys.argv[1])
+setting, methods, seeds, overrides = json.loads(sys.argv[1])
 total = {}
 with threadpool_limits(limits=1, user_api="blas"):
     study.run_replication(setting, methods[0], seed=10**6, T=60, T0=24)  # warm-up: imports, caches
     for method in methods:
         for seed in seeds:
-            for key, value in study.run_replication(setting, method, seed=seed).cost.items():
+            for key, value in study.run_replication(setting, method, seed=seed, **overrides).cost.items():
                 total[key] = total.get(key, 0) + value
 print(json.dumps(total))
 """
 
 
-def run_child(tree: Path, setting: str, methods, seeds) -> dict:
+def run_child(tree: Path, setting: str, methods, seeds, overrides=None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps([setting, list(methods), list(seeds)])], cwd=tree,
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps([setting, list(methods), list(seeds), overrides or {}])],
+                          cwd=tree,
                           env=env, check=True, capture_output=True, text=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -57,13 +59,13 @@ def per_step(total: dict) -> dict:
     return out
 
 
-def measure(ref: str, setting: str, methods, seeds, rounds: int, log=print) -> dict:
+def measure(ref: str, setting: str, methods, seeds, rounds: int, log=print, overrides=None) -> dict:
     runs = {"current": [], "reference": []}
     with tempfile.TemporaryDirectory(prefix="bench-regimes-") as tmp:
         trees = {"current": ROOT, "reference": export_reference(ref, Path(tmp))}
         for r in range(rounds):
             for name in (("current", "reference") if r % 2 == 0 else ("reference", "current")):
-                runs[name].append(run_child(trees[name], setting, methods, seeds))
+                runs[name].append(run_child(trees[name], setting, methods, seeds, overrides))
                 log(f"  round {r + 1}/{rounds}: {name} done", flush=True)
     return runs
 
@@ -72,12 +74,14 @@ def print_regimes(args) -> None:
     from study.policies import METHODS
     seeds = list(range(args.seed, args.seed + (args.reps or 10)))
     methods = ["RB", "ETA"] if args.methods == list(METHODS) else args.methods  # bench's default: every method
+    tie_break = args.tie_break or "the setting's"
     for setting in ["B"] if args.settings == ["A", "B"] else args.settings:
         print(f"Setting {setting}, {' and '.join(methods)}, seeds {seeds[0]}-{seeds[-1]}, one BLAS thread: CPU per "
               f"step by regime (r.cost), current tree vs the study package of commit {args.ref}, fresh processes "
-              f"alternating, the least of {args.rounds} rounds; load {load_average()}",
+              f"alternating, the least of {args.rounds} rounds; tie_break: {tie_break}; load {load_average()}",
               flush=True)
-        runs = measure(args.ref, setting, methods, seeds, args.rounds)
+        overrides = {"tie_break": args.tie_break} if args.tie_break else {}
+        runs = measure(args.ref, setting, methods, seeds, args.rounds, overrides=overrides)
         best = {name: {key: min(per_step(t)[key] for t in totals) for key in REGIMES + ("stage1",)}
                 for name, totals in runs.items()}
         count = len(methods) * len(seeds)

@@ -29,7 +29,9 @@ order, and it is invariant to the scale of L); the multipliers are >= 0 and ever
 ``nearest.FEAS_TOL`` gamma^2.  An absolute stationarity tolerance does not pin it: at |u| ~ 25 a
 whole range of margins passes 1e-9, across which theta moves by O(1) (docs/core.md).  Double
 precision sets a floor where the balls' multipliers fall to ~1e-15 (margins beyond ~30): there the
-rule holds at points up to ~3e-7 apart (tests/core/test_rangekkt.py measures it).
+rule holds at points up to ~3e-7 apart (tests/core/test_rangekkt.py measures it), and beyond it
+(margins ~37, a multiplier of 1e-16 that ``ZERO_MULTIPLIER`` counts as 0) the rule evaluated again at
+the returned point can fail (docs/core.md).
 
 **The nearest point.**  Every minimiser of L over Theta~ minimises the Lagrangian L + sum nu_i
 (||theta_i||^2 - gamma^2) / 2, which is strictly convex in (u, theta_i for nu_i > 0): those are the
@@ -39,7 +41,9 @@ item (``nearest._project_dual``).  A multiplier below ``ZERO_MULTIPLIER`` of the
 rounding); one between that and ``DEGENERATE`` of the largest leaves the set of fixed items
 undecided: no answer.
 
-The method: a primal-dual interior-point path (:func:`_interior`) from the finite margins at their
+The method: Newton's method on the KKT system from the previous estimate with its active balls and
+multipliers (``WARM_ITERATIONS`` for each active set); where that fails, a primal-dual
+interior-point path (:func:`_interior`) from the finite margins at their
 minimiser over the range (or the reference's, where those leave a ball), scaled into the balls;
 once every ball is clearly active or not, Newton's method on the KKT system with the active balls
 as equalities (:func:`_active_set_newton`) finishes to the KKT rule.  Where the interior-point path
@@ -59,7 +63,7 @@ from . import nearest
 STEP_TOL = 1e-9  # the KKT rule: Newton's step at the estimate, relative to 1 + the coordinates' size
 ZERO_MULTIPLIER = 1e-10  # a multiplier within this of 0, relative to the largest: 0 (its rounding)
 DEGENERATE = 1e-6  # a multiplier in (ZERO_MULTIPLIER, DEGENERATE] times the largest: active or not is undecided
-MAX_ITERATIONS = 80  # Newton iterations for one active set (a budget: beyond it, no answer)
+MAX_ITERATIONS = 80  # Newton iterations for each active set (a budget: beyond it, no answer)
 MAX_CHANGES = 12  # active-set changes (likewise)
 IPM_ITERATIONS = 200  # interior-point iterations (a budget)
 STALL_WINDOW = 20  # ... ended early where these many iterations did not cut the complementarity tenfold
@@ -184,12 +188,13 @@ def _active_set_newton(problem, y, active_mask, feas, nu_start=None, max_iterati
     2004, NLEQ-ERR: the simplified Newton correction at the trial point shorter than the step by the
     factor 1 - length / 4; affine invariant, so blind to the 1e-11 scale of separated rows), then cut
     where it would leave another ball (which joins); at a solution with a negative multiplier the
-    most negative leaves.  Returns y and the multipliers where the KKT rule holds (module
+    most negative leaves.  ``max_iterations`` Newton steps for each active set, at most
+    ``MAX_CHANGES`` changes.  Returns y and the multipliers where the KKT rule holds (module
     docstring), else (None, None)."""
     p, n = problem.p, problem.n
     nu_full = np.zeros(n) if nu_start is None else np.where(active_mask, nu_start, 0.0)
     changes = iterations = 0
-    while iterations < max_iterations:  # a budget for each active set (changes are bounded apart)
+    while iterations < max_iterations:
         iterations += 1
         active = np.flatnonzero(active_mask)
         F, J = problem.residual(y, nu_full[active], active)

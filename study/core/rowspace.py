@@ -33,6 +33,8 @@ this shortcut off for the data (the general solver decides by singular values).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.linalg import LinAlgError, get_lapack_funcs
 from scipy.special import expit, logit
@@ -87,6 +89,7 @@ class RowSpace:
         self._label: dict[int, int] = {}  # pivot column -> its group's label (coupled pivots only)
         self._members: dict[int, tuple[list, list]] = {}  # label -> (pivot columns, dependent positions)
         self._groups = None  # groups() as last built (None: a group changed since)
+        self._uncoupled: list = []  # dependent rows taken since groups() last ran: (position, support)
 
     def extend(self, design: np.ndarray) -> "RowSpace":
         """Take the rows ``design[self.rows:]``."""
@@ -123,7 +126,7 @@ class RowSpace:
         again = q.T @ rest  # one reorthogonalisation ("twice is enough")
         rest -= q @ again
         coords += again
-        size, norm = float(np.linalg.norm(rest)), float(np.linalg.norm(row))
+        size, norm = math.sqrt(rest @ rest), math.sqrt(row @ row)  # (np.linalg.norm's own formula, without its checks)
         if norm == 0.0 or size <= DEPENDENT_TOL * norm:
             a = _lower_solve(self.pivot_coords[:r, :r], coords, transposed=True) if r else np.zeros(0)
             j = len(self.dependent)
@@ -131,7 +134,7 @@ class RowSpace:
                 self.combinations = np.vstack([self.combinations, np.zeros_like(self.combinations)])
             self.combinations[j, :r] = a
             support = np.flatnonzero(np.abs(a) > COUPLING_TOL * (1.0 + float(np.abs(a).max(initial=0.0))))
-            self._couple(j, support)
+            self._uncoupled.append((j, support))  # (groups() couples them: only the exact path asks)
             self.dependent.append(k)
         elif size >= PIVOT_TOL * norm and r < self.basis.shape[0]:
             self.basis[:, r] = rest / size
@@ -146,6 +149,9 @@ class RowSpace:
     def groups(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """The pivots the dependent rows couple, as connected components: (pivot columns, positions
         in ``dependent``) of each group."""
+        for j, support in self._uncoupled:
+            self._couple(j, support)
+        self._uncoupled.clear()
         if self._groups is None:  # (a new pivot joins no group)
             self._groups = [(np.array(sorted(columns), dtype=np.intp), np.array(sorted(rows), dtype=np.intp))
                             for _, (columns, rows) in sorted(self._members.items())]

@@ -100,6 +100,13 @@ def test_regime_table_divides_each_regimes_cpu_by_its_steps():
     assert rates["stage2"] == 1e6 * total["cpu_stage2"] / total["steps_stage2"] > 0
 
 
+def test_regime_children_take_the_settings_overrides():
+    from benchmarks import regimes
+    total = regimes.run_child(regimes.ROOT, "A", ["RB"], [3], {"T": 40, "T0": 15, "tie_break": "exact"})
+    assert sum(total[f"steps_{r}"] for r in regimes.STAGE1) == 15
+    assert total["steps_stage2"] == 25
+
+
 def test_long_horizon_case_under_a_commits_package_is_the_same_replication():
     cpu, wall, error, major = bench.timed_commit(bench.ROOT, 6, 40, 2)  # the tree itself as the "commit"
     current = bench._timed_in_child(6, 40, 2, "current")
