@@ -107,6 +107,17 @@ def test_regime_children_take_the_settings_overrides():
     assert total["steps_stage2"] == 25
 
 
+def test_exact_replay_pairs_each_refit_with_the_reference_trees(tmp_path):
+    from benchmarks import exact_replay
+    reference = exact_replay.import_reference(str(exact_replay.ROOT), tmp_path, name="study_replay_test")
+    assert reference[0].__name__ == "study_replay_test.core.mle"
+    calls = exact_replay.capture("A", ["RB"], [1], T=30, T0=12)
+    assert len(calls) == 12 and all(data.t == k + 1 for k, (data, _, _) in enumerate(calls))
+    rows = exact_replay.replay(calls, reference, reps=1)
+    assert {path for path, *_ in rows} <= set(exact_replay.PATHS) and "balls" in {path for path, *_ in rows}
+    assert all(apart == 0.0 and ref > 0 and cur > 0 for _, ref, cur, apart in rows)  # the same code: the same answers
+
+
 def test_long_horizon_case_under_a_commits_package_is_the_same_replication():
     cpu, wall, error, major = bench.timed_commit(bench.ROOT, 6, 40, 2)  # the tree itself as the "commit"
     current = bench._timed_in_child(6, 40, 2, "current")
