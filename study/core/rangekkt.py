@@ -132,9 +132,10 @@ class Problem:
         """F = (grad_y of the Lagrangian, slack of the ``active`` balls with multipliers ``nu``) and
         its Jacobian (if ``hessian``)."""
         r, p = self.r, self.p
-        g = self.gradient(y[:r]) if not hessian else None
         if hessian:
             g, H = self.loss_terms(y[:r])
+        else:
+            g = self.gradient(y[:r])
         v = self.thetas(y)
         cols = nearest.adjoint(self.G[active], v[active]).T  # grad of each active slack, (p, |A|)
         F = np.concatenate([np.concatenate([g, np.zeros(p - r)]) + cols @ nu,

@@ -66,6 +66,46 @@ def test_rows_taken_one_at_a_time_equal_all_at_once():
     np.testing.assert_array_equal(stepwise.basis, whole.basis)
 
 
+def _components(space):
+    """The groups from scratch: connected components of the pivots the dependent rows involve."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    r, A = space.rank, space.combinations[: len(space.dependent), : space.rank]
+    edges = []
+    for j, a in enumerate(A):
+        support = np.flatnonzero(np.abs(a) > rowspace.COUPLING_TOL * (1.0 + np.abs(a).max(initial=0.0)))
+        edges += [(j, int(c)) for c in support]
+    rows, columns = (np.array(x, dtype=int) for x in zip(*edges)) if edges else (np.zeros(0, int),) * 2
+    graph = coo_matrix((np.ones(len(edges)), (rows, len(A) + columns)), shape=(len(A) + r,) * 2)
+    _, label = connected_components(graph, directed=False)
+    involved = sorted(set(columns.tolist()))
+    return {(frozenset(c for c in involved if label[len(A) + c] == g),
+             frozenset(j for j in set(rows.tolist()) if label[j] == g)) for g in {label[len(A) + c] for c in involved}}
+
+
+def test_groups_kept_as_rows_arrive_are_the_connected_components():
+    """Rows in an order that makes two groups first (three rows on each of two edges, d = 2) and then
+    a row on the edge closing their triangle, which couples both (a merge), and a third group apart;
+    groups() asked after every row, as the exact path does, and only at the end, give the
+    components computed from scratch."""
+    rng = np.random.default_rng(5)
+    edges = [(0, 1)] * 3 + [(1, 2)] * 3 + [(3, 4)] * 3 + [(0, 2), (2, 3)]
+    a, b = (np.array(e) for e in zip(*edges))
+    data = ComparisonData.from_rows(a, b, rng.normal(1.0, 0.7, (len(edges), 2)), rng.integers(5, 46, len(edges)).astype(float),
+                                    np.full(len(edges), 50.0), 5)
+    D = nearest.design(data)
+    asked, once = rowspace.RowSpace(D.shape[1]), rowspace.RowSpace(D.shape[1])
+    counts = []
+    for t in range(1, data.t + 1):
+        asked.extend(D[:t])
+        got = {(frozenset(c.tolist()), frozenset(r.tolist())) for c, r in asked.groups()}
+        assert got == _components(asked)
+        counts.append(len(got))
+    once.extend(D)
+    assert {(frozenset(c.tolist()), frozenset(r.tolist())) for c, r in once.groups()} == _components(once) == got
+    assert counts[5:10] == [2, 2, 2, 3, 2]  # two groups, a third apart, then the (0, 2) row merges the first two
+
+
 def _general(data, reference, radius, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(rowspace, "nearest_without_balls", lambda *args, **kwargs: None)
