@@ -24,7 +24,7 @@ import argparse
 import copy
 import importlib
 import re
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .paper_study import ROOT, load_average
+from .paper_study import ROOT, export_reference, load_average
 
 PATHS = ("shortcut", "balls", "identified", "general")
 
@@ -43,12 +43,9 @@ def import_reference(ref: str, into: Path, name: str = "study_reference"):
     source = Path(ref)
     target = into / name
     if source.is_dir():
-        subprocess.run(["cp", "-r", str(source / "study"), str(target)], check=True)
+        shutil.copytree(source / "study", target)
     else:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "study"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-        (into / "study").rename(target)
+        (export_reference(ref, into) / "study").rename(target)
     pattern = re.compile(r"\b(from|import) study\b")
     for path in target.rglob("*.py"):
         text = path.read_text()
@@ -84,7 +81,7 @@ def capture(setting: str, methods, seeds, **overrides) -> list:
     return calls
 
 
-def timed(modules, call, answered=None):
+def timed(modules, call):
     """(CPU seconds, result) of one tree's exact_nearest on a fresh copy of ``call``."""
     mle, rowspace, nearest = modules
     data, start, kwargs = call

@@ -116,26 +116,19 @@ class Problem:
         v = self.thetas(y)
         return 0.5 * ((v * v).sum(axis=1) - self.gamma2)
 
-    def gradient(self, u):
-        """L's gradient in u (as :meth:`loss_terms`, without the Hessian)."""
-        g_p = row_terms(u, self.w_p, self.m_p)[0]
-        return g_p + self.A.T @ row_terms(self.A @ u, self.w_n, self.m_n)[0]
-
-    def loss_terms(self, u):
-        """L's gradient and Hessian in u."""
+    def loss_terms(self, u, hessian=True):
+        """L's gradient and Hessian in u (the Hessian None unless ``hessian``)."""
         g_p, h_p = row_terms(u, self.w_p, self.m_p)
         v = self.A @ u
         g_n, h_n = row_terms(v, self.w_n, self.m_n)
-        return g_p + self.A.T @ g_n, np.diag(h_p) + self.A.T @ (h_n[:, None] * self.A)
+        g = g_p + self.A.T @ g_n
+        return (g, np.diag(h_p) + self.A.T @ (h_n[:, None] * self.A)) if hessian else (g, None)
 
     def residual(self, y, nu, active, hessian=True):
         """F = (grad_y of the Lagrangian, slack of the ``active`` balls with multipliers ``nu``) and
         its Jacobian (if ``hessian``)."""
         r, p = self.r, self.p
-        if hessian:
-            g, H = self.loss_terms(y[:r])
-        else:
-            g = self.gradient(y[:r])
+        g, H = self.loss_terms(y[:r], hessian)
         v = self.thetas(y)
         cols = nearest.adjoint(self.G[active], v[active]).T  # grad of each active slack, (p, |A|)
         F = np.concatenate([np.concatenate([g, np.zeros(p - r)]) + cols @ nu,
@@ -310,7 +303,7 @@ def _interior(problem, y, feas):
     r, p, gamma2 = problem.r, problem.p, problem.gamma2
     y, theta = _inward(problem, y, 0.9)
     slack = 0.5 * (gamma2 - (theta * theta).sum(axis=1))
-    g = problem.gradient(y[:r])
+    g = problem.loss_terms(y[:r], hessian=False)[0]
     cols = nearest.adjoint(problem.G, theta).T
     force = float(np.sqrt((cols * cols).sum(axis=0)).max())
     mu = max(float(np.abs(g).max(initial=0.0)) * float(slack.min()) / max(force, 1e-300), 1e-300)
@@ -340,7 +333,7 @@ def _interior(problem, y, feas):
                 if got[0] is not None:
                     return got
         g, H = problem.loss_terms(y[:r])
-        target = sigma * float(np.mean(nu * slack))
+        target = sigma * history[-1]
         M = np.tensordot(nu, problem.GtG, axes=1) + (cols * (nu / slack)) @ cols.T
         M[:r, :r] += H
         rhs = -(np.concatenate([g, np.zeros(p - r)]) + cols @ (target / slack))
@@ -446,7 +439,7 @@ def _barrier_path(problem, y, feas):
     gamma2 = problem.gamma2
     y, theta = _inward(problem, y, 0.98)
     slack = 0.5 * (gamma2 - (theta * theta).sum(axis=1))
-    g = problem.gradient(y[: problem.r])
+    g = problem.loss_terms(y[: problem.r], hessian=False)[0]
     mu = max(float(np.abs(g).max(initial=0.0)) * gamma2, 1e-300)  # the barrier dominates at first: a centred start
     next_attempt, previous = CLASSIFIED, None
     for _ in range(BARRIER_STAGES):
