@@ -25,6 +25,7 @@ import copy
 import importlib
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -129,11 +130,14 @@ def replay(calls, reference, reps: int) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ref", required=True, help="a commit (or a directory holding a tree's study package)")
-    parser.add_argument("--setting", default="B")
+    parser.add_argument("--setting", default="B", choices=("A", "B"))
     parser.add_argument("--methods", nargs="+", default=["RB", "ETA"])
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--reps", type=int, default=2, help="solves of each refit by each tree (the least is kept)")
     args = parser.parse_args(argv)
+    if not Path(args.ref).is_dir() and subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet",
+                                                       f"{args.ref}^{{commit}}"], capture_output=True).returncode:
+        parser.error(f"--ref: {args.ref!r} is neither a commit of {ROOT} nor a directory")
     from threadpoolctl import threadpool_limits
     with tempfile.TemporaryDirectory(prefix="bench-exact-replay-") as tmp, threadpool_limits(limits=1, user_api="blas"):
         reference = import_reference(args.ref, Path(tmp))

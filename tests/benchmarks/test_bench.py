@@ -118,6 +118,13 @@ def test_exact_replay_pairs_each_refit_with_the_reference_trees(tmp_path):
     assert all(apart == 0.0 and ref > 0 and cur > 0 for _, ref, cur, apart in rows)  # the same code: the same answers
 
 
+def test_exact_replay_refuses_an_unknown_commit_before_any_work(capsys):
+    from benchmarks import exact_replay
+    with pytest.raises(SystemExit):
+        exact_replay.main(["--ref", "no-such-commit"])
+    assert "--ref: 'no-such-commit' is neither a commit" in capsys.readouterr().err
+
+
 def test_long_horizon_case_under_a_commits_package_is_the_same_replication():
     cpu, wall, error, major = bench.timed_commit(bench.ROOT, 6, 40, 2)  # the tree itself as the "commit"
     current = bench._timed_in_child(6, 40, 2, "current")
