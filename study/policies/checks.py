@@ -82,6 +82,7 @@ from ..simulation.settings import WARMUPS, Setting
 from . import confine, fresh, hooks
 from .guard import Record, build
 from .registry import ALL_METHODS, resolve_policy
+from .sandbox import PolicyProcessError
 from .verdict import DETERMINISTIC, GLOBAL_SEEDS, SELF_REPORTED, channel_run, combined
 
 CHECKS = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "deterministic",
@@ -257,7 +258,7 @@ class _Suite:
                 result = self.run(setting, record, **overrides)
             except Exception as exc:  # noqa: BLE001 -- reported by name
                 label = setting if isinstance(setting, str) else setting.name
-                error = f"Setting {label} with {_shown(overrides)}: {type(exc).__name__}: {exc}"
+                error = f"Setting {label} with {_shown(overrides)}: {_error(exc)}"
                 written = "no_writes" in record.violations and ("read-only" in str(exc) or "WRITEABLE" in str(exc))
                 break
             if keep and k in keep:
@@ -289,7 +290,7 @@ class _Suite:
             base = self.run("A", record, **_BASE)
             error = None
         except Exception as exc:  # noqa: BLE001
-            base, error = None, f"{type(exc).__name__}: {exc}"
+            base, error = None, _error(exc)
         elapsed = time.perf_counter() - start
         for check in _GUARDED:
             self.set(check, check not in record.violations, record.violations.get(check, ""))
@@ -345,7 +346,7 @@ class _Suite:
         try:
             again = self.run("A", Record(), seed=self.seeds[0], **_WITH_PHI)
         except Exception as exc:  # noqa: BLE001
-            self.set("deterministic", False, f"the second 120-step run failed ({type(exc).__name__}: {exc})")
+            self.set("deterministic", False, f"the second 120-step run failed ({_error(exc)})")
             return
         self.phi_runs["again"] = _trajectory(again)
         self.set("deterministic", self.phi_runs["again"] == first, detail + " in the 120-step run of Setting A, where "
@@ -359,7 +360,7 @@ class _Suite:
         try:
             packed = fresh.dumps(self.factory)
         except Exception as exc:  # noqa: BLE001
-            self.fresh = f"skipped: the factory cannot be pickled for a fresh process ({type(exc).__name__}: {exc})"
+            self.fresh = f"skipped: the factory cannot be pickled for a fresh process ({_error(exc)})"
             return
         self.fresh = fresh.FreshRuns(packed, fresh_trajectory, [(self.name, s, self.label) for s in self.seeds],
                                      _FRESH_SECONDS)
@@ -401,7 +402,7 @@ class _Suite:
         except Exception as exc:  # noqa: BLE001 -- the guarded run completed, so its writes did this
             written = "read-only" in str(exc) or "WRITEABLE" in str(exc)
             self.set("no_writes", False, f"a write into a read-only array raised: {exc}" if written else
-                     f"its unguarded run fails ({type(exc).__name__}: {exc}) where the guarded one completes: "
+                     f"its unguarded run fails ({_error(exc)}) where the guarded one completes: "
                      "it writes into the shared state")
             return
         if _trajectory(plain) != _trajectory(base):
@@ -414,7 +415,7 @@ class _Suite:
             twin = loads(data)
             again = self.run("A", Record(), factory=twin, **_BASE)
         except Exception as exc:  # noqa: BLE001
-            self.set("picklable", False, f"{type(exc).__name__}: {exc}")
+            self.set("picklable", False, _error(exc))
             return
         comparable = self.results["deterministic"].status == "passed"  # else no run repeats itself
         self.set("picklable", not comparable or _trajectory(again) == _trajectory(base),
@@ -569,13 +570,19 @@ def _confined_checks(suite) -> str:
     return _where(needs)
 
 
+def _error(exc: BaseException) -> str:
+    """An exception in one line: a failure of a confined policy's process already says its kind."""
+    return exc.message if isinstance(exc, PolicyProcessError) else f"{type(exc).__name__}: {exc}"
+
+
 def _where(needs) -> str:
     kernel = confine.status()
     if not kernel["available"]:
         return f"a process of their own, not confined by the kernel ({kernel['reason']}): audit hooks only"
     lifted = f"; its declared needs {needs} lift the matching rules" if needs else ""
+    reported = "; the system calls it refuses reported to this process" if kernel["refusals_reported"] else ""
     return (f"a process confined by the kernel (Landlock ABI {kernel['landlock_abi']}, seccomp through libseccomp "
-            f"{kernel['seccomp']}){lifted}")
+            f"{kernel['seccomp']}{reported}){lifted}")
 
 
 __all__ = ["CHECKS", "CheckResult", "PolicyCheckError", "PolicyCheckReport", "check_policy"]

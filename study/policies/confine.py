@@ -21,6 +21,12 @@ others            signalling or tracing another process (``kill``, ``tgkill``, `
                    ``TIOCSTI``
 =================  ==========================================================================
 
+Where ``status()["refusals_reported"]`` (libseccomp's API level 5 or more, an architecture of
+:mod:`study.policies.refusals`), each refused system call is referred to a listener held by the
+trusted side, which records it and answers ``EPERM``: a policy that catches the refusal and goes on
+still fails its replication, named (``PolicyRefused: the kernel refused socket ...``).  Landlock's
+refusals (``EACCES``) leave no such trace: one the policy catches goes unreported.
+
 A need the policy declares (``policy_needs``, :mod:`study.policies.hooks`) lifts the matching
 kernel rule too: ``"files"`` every file-system rule, ``"processes"`` the process and signal rules,
 ``"sockets"`` the socket rules, ``"threads"`` new threads only; the manifest records the needs.
@@ -88,7 +94,7 @@ def prepare() -> None:
         warm.allow(sys.executable, rules=FSAccess.READ_FILE | FSAccess.EXECUTE)
     finally:
         os.close(warm._fd)
-    _filter(frozenset())  # built, never loaded
+    _filter(frozenset(), status()["refusals_reported"])  # built, never loaded
     _PREPARED.append(controller)
 
 
@@ -108,7 +114,13 @@ def _status() -> dict:
         except Exception as exc:  # noqa: BLE001
             reasons.append(f"no seccomp (pyseccomp/libseccomp: {type(exc).__name__}: {exc})")
     ok = abi is not None and abi >= 1 and seccomp is not None
-    return {"landlock_abi": abi, "seccomp": seccomp, "available": ok, "reason": "; ".join(reasons)}
+    reported = False
+    if ok:
+        from . import refusals
+        import pyseccomp
+        reported = refusals.supported() and pyseccomp.get_api() >= 5  # level 5: user notification
+    return {"landlock_abi": abi, "seccomp": seccomp, "available": ok, "reason": "; ".join(reasons),
+            "refusals_reported": reported}
 
 
 def _libseccomp_version(pyseccomp) -> tuple:
@@ -169,9 +181,14 @@ def _cut(root: str, hidden: list, every: list) -> list:
     return out
 
 
-def confine(scratch: str, needs=frozenset(), hidden=(), extra_reads=()) -> dict:
+def confine(scratch: str, needs=frozenset(), hidden=(), extra_reads=(), report=False) -> dict:
     """Confine this process for good (module docstring); returns what was applied.  Raises
-    :class:`ConfinementUnavailable` where the machine cannot (nothing is applied then)."""
+    :class:`ConfinementUnavailable` where the machine cannot (nothing is applied then).
+
+    With ``report`` (where ``status()["refusals_reported"]``), each refused system call is referred
+    to a listener instead of failing at once, and the returned ``"listener"`` is its descriptor:
+    the caller hands it to the trusted side and closes it before any of the policy's code runs, or
+    the process's refused calls wait forever (:mod:`study.policies.refusals`)."""
     found = status()
     if not found["available"]:
         raise ConfinementUnavailable(found["reason"] or "kernel confinement is unavailable here")
@@ -182,8 +199,9 @@ def confine(scratch: str, needs=frozenset(), hidden=(), extra_reads=()) -> dict:
             from threadpoolctl import threadpool_limits
             threadpool_limits(1)
     _landlock(scratch, needs, hidden, extra_reads)
-    _seccomp(needs)
-    return {"landlock_abi": found["landlock_abi"], "seccomp": found["seccomp"], "lifted": sorted(set(needs))}
+    listener = _seccomp(needs, report and found["refusals_reported"])
+    return {"landlock_abi": found["landlock_abi"], "seccomp": found["seccomp"], "lifted": sorted(set(needs)),
+            "listener": listener}
 
 
 def _landlock(scratch: str, needs, hidden, extra_reads) -> None:
@@ -206,13 +224,22 @@ def _landlock(scratch: str, needs, hidden, extra_reads) -> None:
     os.close(rules._fd)  # the ruleset's descriptor is not needed once applied
 
 
-def _seccomp(needs) -> None:
-    _filter(needs).load()
-
-
-def _filter(needs):
+def _seccomp(needs, report=False):
+    """Load the filter; with ``report``, its listener's descriptor (else None)."""
+    f = _filter(needs, report)
+    f.load()
+    if not report:
+        return None
     import pyseccomp as sc
-    refuse = sc.ERRNO(errno.EPERM)
+    fd = sc._libseccomp.seccomp_notify_fd(f._filter)  # pyseccomp has no public accessor for it
+    if fd < 0:
+        raise OSError(-fd, "seccomp: no listener for the loaded filter")
+    return fd
+
+
+def _filter(needs, report=False):
+    import pyseccomp as sc
+    refuse = sc.NOTIFY if report else sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(sc.ALLOW)
 
     def deny(name, *args, action=refuse):

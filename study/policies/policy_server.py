@@ -59,20 +59,29 @@ def _described(exc: BaseException) -> str:
 class _Child:
     """The loop of a confined policy process: build the policy, answer each step."""
 
-    def __init__(self, job: dict, down: int, up: int):
-        self.job, self.down, self.up = job, _Buffered(down), up
+    def __init__(self, job: dict, down: int, up: int, hand: int):
+        self.job, self.down, self.up, self.hand = job, _Buffered(down), up, hand
         self.step = self.graph = self.rng = None
 
     def run(self) -> None:
         job = self.job
         os.chdir(job["scratch"])  # its working directory: the one place it may write (module docstring)
         needs = frozenset(job["needs"])
-        if job["confine"]:
-            try:
-                confine.confine(job["scratch"], needs, job["hidden"], extra_reads=job["path"])  # the asker's path
-            except Exception as exc:  # noqa: BLE001 -- reported, nothing of the policy has run
-                _send_text(self.up, f"ConfinementUnavailable: {exc}")
-                return
+        hand = socket.socket(fileno=self.hand)
+        try:
+            if job["confine"]:
+                try:  # extra_reads: the asker's path
+                    applied = confine.confine(job["scratch"], needs, job["hidden"], extra_reads=job["path"], report=True)
+                except Exception as exc:  # noqa: BLE001 -- reported, nothing of the policy has run
+                    _send_text(self.up, f"ConfinementUnavailable: {exc}")
+                    return
+                if applied["listener"] is not None:  # to the trusted side; gone from here before the policy runs
+                    try:
+                        socket.send_fds(hand, [b"L"], [applied["listener"]])
+                    finally:
+                        os.close(applied["listener"])
+        finally:
+            hand.close()
         method = job["method"]
         # describing an import path, its declared needs are not known yet: the kernel refuses what
         # is not lifted, the audit hooks (the second line) refuse nothing (tempfile's probes go on
@@ -202,8 +211,9 @@ class _Child:
 _LOADERS = ("cloudpickle", "ray.cloudpickle")  # the factories' unpicklers (study.policies.fresh.dumps)
 
 def serve(fd: int) -> None:
-    """The policy server's loop (``python -c ... serve(fd)``): receive a job and the two ends of
-    its pipes on socket ``fd``, fork a child that runs it, answer its pid and a pidfd."""
+    """The policy server's loop (``python -c ... serve(fd)``): receive a job, the two ends of its
+    pipes and a socket for its refusals' listener (:mod:`study.policies.refusals`) on socket ``fd``,
+    fork a child that runs it, answer its pid and a pidfd."""
     control = socket.socket(fileno=fd)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -216,13 +226,13 @@ def serve(fd: int) -> None:
     gc.freeze()
     while True:
         try:
-            header, fds, _, _ = socket.recv_fds(control, _LEN.size, 2)
+            header, fds, _, _ = socket.recv_fds(control, _LEN.size, 3)
         except OSError:
             return
         if len(header) < _LEN.size:
             return
         data = _read_exactly(control.fileno(), _LEN.unpack(header)[0])
-        if data is None or len(fds) != 2:
+        if data is None or len(fds) != 3:
             return
         job = pickle.loads(data)  # from the trusted process that started this server
         loader = job["factory"][1] if job.get("factory") is not None else None
@@ -233,11 +243,12 @@ def serve(fd: int) -> None:
         pid = os.fork()
         if pid == 0:
             try:
-                low, high = sorted(fds)  # nothing but its own two pipes stays open in the child
-                os.closerange(3, low)
-                os.closerange(low + 1, high)
-                os.closerange(high + 1, 1 << 16)
-                _Child(job, fds[0], fds[1]).run()
+                start = 3  # nothing but its own two pipes and the listener's socket stays open in the child
+                for fd in sorted(fds):
+                    os.closerange(start, fd)
+                    start = fd + 1
+                os.closerange(start, 1 << 16)
+                _Child(job, *fds).run()
             finally:
                 os._exit(0)
         for end in fds:

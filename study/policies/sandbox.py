@@ -50,7 +50,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import confine
+from . import confine, refusals
 from .fresh import _write_all  # the pipes' framing, shared with the fresh processes
 
 _LEN = struct.Struct("<Q")
@@ -89,6 +89,10 @@ class ChannelError(PolicyProcessError):
 
 class PolicyCrashed(PolicyProcessError):
     """The policy's process ended without answering."""
+
+
+class PolicyRefused(PolicyProcessError):
+    """The kernel refused a call of the policy's process, which caught the refusal and went on."""
 
 
 class PolicyTimeout(PolicyProcessError):
@@ -162,22 +166,26 @@ class _Server:
         self.control = ours
 
     def start(self, job: dict) -> tuple:
-        """Fork a policy process for ``job``: (pid, pidfd, fd to write to it, fd it answers on)."""
+        """Fork a policy process for ``job``: (pid, pidfd, fd to write to it, fd it answers on, the
+        socket on which it sends its refusals' listener)."""
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
+        hand, theirs = socket.socketpair()
         try:
             data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
-            socket.send_fds(self.control, [_LEN.pack(len(data))], [down_r, up_w])
+            socket.send_fds(self.control, [_LEN.pack(len(data))], [down_r, up_w, theirs.fileno()])
             self.control.sendall(data)
             header, fds, _, _ = socket.recv_fds(self.control, _LEN.size, 1)
         finally:
             os.close(down_r)
             os.close(up_w)
+            theirs.close()
         if len(header) < _LEN.size or len(fds) != 1:
             os.close(down_w)
             os.close(up_r)
+            hand.close()
             raise OSError("the policy server did not answer")
-        return _LEN.unpack(header)[0], fds[0], down_w, up_r
+        return _LEN.unpack(header)[0], fds[0], down_w, up_r, hand
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -269,20 +277,24 @@ class _Process:
         job = {"method": owner.method, "factory": owner.factory_bytes, "needs": owner.needs, "hidden": owner.hidden,
                "confine": kernel, "scratch": self.scratch, "path": confine.asker_path(), "setting": setting,
                "describe": describe, "global_seed": owner.global_seed}
-        self.pidfd = self.down = self.up = None
+        self.pidfd = self.down = self.up = self.refusals = None
         with _LOCK:
             try:
-                self.pid, self.pidfd, self.down, self.up = _server().start(job)
+                self.pid, self.pidfd, self.down, self.up, hand = _server().start(job)
             except OSError:  # the server went away: once more with a new one
                 while _SERVER:
                     _SERVER.pop().close()
-                self.pid, self.pidfd, self.down, self.up = _server().start(job)
+                self.pid, self.pidfd, self.down, self.up, hand = _server().start(job)
         if owner.seconds is not None and self.deadline is None:
             # the time limit without a system call per step: a timer that ends the process, whose
             # end the blocked read then sees (end of file)
             self.watchdog = threading.Timer(owner.seconds, self._expire)
             self.watchdog.daemon = True
             self.watchdog.start()
+        # sent (or not, its socket closed) before any of the policy's code runs
+        listener = refusals.receive(hand, owner.seconds)
+        if listener is not None:
+            self.refusals = refusals.RefusalWatch(listener, owner.method)
         self.reader = _Buffered(self.up)
         os.set_blocking(self.up, False)  # read by polling first (_read_spinning)
         kind = self.kind()
@@ -304,7 +316,16 @@ class _Process:
         has_update = READY.unpack(self.read(READY.size))[0]
         if has_update not in (0, 1):
             raise self.fail(ChannelError, f"the ready message's flag was {has_update}, not 0 or 1")
+        self.check_refusals("building the policy")
         self.policy = RemotePolicy(self, bool(has_update))
+
+    def check_refusals(self, what: str) -> None:
+        """Fail the replication if the kernel refused a call since the last answer: the policy
+        caught the refusal (else its error would have come instead of the answer)."""
+        watch = self.refusals
+        if watch is not None and watch.refused:
+            raise self.fail(PolicyRefused, f"the kernel refused {watch.describe()} while {what}; the policy "
+                                           "caught the refusal and went on (its result is not stored)")
 
     def _expire(self) -> None:
         with self._kill_lock:
@@ -403,6 +424,8 @@ class _Process:
     def close(self) -> None:
         if self.watchdog is not None:
             self.watchdog.cancel()
+        if self.refusals is not None:
+            self.refusals.stop()
         for fd in (self.down, self.up):
             if fd is not None:
                 try:
@@ -468,8 +491,13 @@ class RemotePolicy:
         major, other, explored = CHOICE.unpack(process.read(CHOICE.size))
         if explored not in (0, 1):
             raise process.fail(ChannelError, f"explored={explored} in a choice, not 0 or 1")
+        if process.refusals is not None and process.refusals.refused:
+            process.check_refusals(f"select at t={step.t}")
         return major, other, bool(explored)
 
     def _update(self, step, choice, wins):
-        self._process.send(_frame(b"U", _UPDATE.pack(int(choice[0]), int(choice[1]), bool(choice[2]), int(wins))))
+        process = self._process
+        process.send(_frame(b"U", _UPDATE.pack(int(choice[0]), int(choice[1]), bool(choice[2]), int(wins))))
         self._serve(step, b"U")
+        if process.refusals is not None and process.refusals.refused:
+            process.check_refusals(f"update at t={step.t}")

@@ -22,14 +22,15 @@ one after the other in the suite's process (that order needs one process for two
 self-reported).  Self-reported when they pass (:data:`SELF_REPORTED`): ``no_writes`` (the copies are
 compared inside; here only a write that raised is seen), ``different_draws`` (the global generators
 are watched inside; here every replication forks from the same state), ``no_forbidden_calls`` (the
-audit hook is inside; the kernel's refusals end a run here only where the policy does not catch them)
-and ``shared_state``'s second half.
+audit hook is inside; a call the kernel refuses is seen here, caught or not, where
+``confine.status()["refusals_reported"]``: :mod:`study.policies.refusals`) and ``shared_state``'s
+second half.
 """
 from __future__ import annotations
 
 from ..simulation.replication import run_replication
 from .guard import Guard
-from .sandbox import ConfinedFactory, PolicyProcessError
+from .sandbox import ConfinedFactory, PolicyProcessError, PolicyRefused
 
 JUDGED = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "deterministic", "valid_before_phi",
           "valid_with_phi", "disconnected_graph", "finishes_in_time", "picklable")
@@ -52,6 +53,9 @@ class ChannelGuard(Guard):
     def _call(self, what, step, call):
         try:
             return super()._call(what, step, call)
+        except PolicyRefused as exc:  # seen by this side's listener (study.policies.refusals)
+            self.record.note("no_forbidden_calls", exc.message.partition(" (the confined process")[0])
+            raise
         except PolicyProcessError as exc:
             for text, check in _REPORTED:
                 if text in exc.message:

@@ -219,6 +219,7 @@ class _StudyRun:
             self.user["trust"] = bool(options.trust_policy_code)
             self.user_record["confinement"] = {
                 "kernel": kernel["available"], "landlock_abi": kernel["landlock_abi"], "seccomp": kernel["seccomp"],
+                "refusals_reported": bool(kernel["available"] and kernel["refusals_reported"]),
                 "trust_policy_code": bool(options.trust_policy_code)}
         if plan.factories:  # registered policies exist only in this process: ship them with the tasks
             replicate = WithFactories(dict(plan.factories), replicate)

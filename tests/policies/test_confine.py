@@ -107,3 +107,52 @@ def test_a_link_to_the_outputs_in_the_working_directory_grants_nothing(tmp_path,
     assert got == {"read part": "PermissionError", "list out": "PermissionError",
                    "part by a link above": "PermissionError", "part by a link": "PermissionError",
                    "sibling by a link above": "ok", "sibling": "ok"}
+
+
+@pytest.mark.skipif(not confine.status()["refusals_reported"], reason="refusals are not reported on this machine")
+def test_the_listener_sees_each_refusal_the_child_catches_and_leaves_it(tmp_path):
+    """A child confined with ``report`` hands its filter's listener over and keeps no copy (the
+    probe that finds it before finds nothing after); each socket it then tries, and catches, is
+    refused with EPERM by the parent's RefusalWatch, which names and counts them; the watch ends
+    when the child does."""
+    import errno
+
+    from evilpol.kernel import listeners
+
+    from study.policies import refusals
+
+    ours, theirs = socket.socketpair()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            applied = confine.confine(str(tmp_path), report=True)
+            before = listeners()
+            socket.send_fds(theirs, [b"L"], [applied["listener"]])
+            os.close(applied["listener"])
+            theirs.close()
+            after = listeners()
+            caught = []
+            for _ in range(2):
+                try:
+                    socket.socket()
+                except OSError as exc:
+                    caught.append(exc.errno)
+            os.write(write, repr((applied["listener"] in before, after, caught)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    theirs.close()
+    watch = refusals.RefusalWatch(refusals.receive(ours, 30), "probe")
+    data = b""
+    while chunk := os.read(read, 4096):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    import ast
+    held, after, caught = ast.literal_eval(data.decode())
+    assert held and after == [] and caught == [errno.EPERM] * 2
+    assert watch.refused == [("socket", pid)] * 2 and watch.describe() == "socket (2 times)"
+    watch.join(5)
+    assert not watch._thread.is_alive()

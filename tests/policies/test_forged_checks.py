@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 import study
-from study.policies import checks, fresh
+from study.policies import checks, confine, fresh
 from study.policies.checks import CHECKS
 from study.policies.verdict import DETERMINISTIC, JUDGED, SELF_REPORTED
 from test_check_policy import GlobalRandom, NonEdgeOncePhiExists  # a non-edge once Phi exists; np.random's edges
@@ -62,6 +64,22 @@ class WritesAForgedReport(NonEdgeOncePhiExists):
         os._exit(0)
 
 
+class PatchesTheChecksAndCatchesRefusals(PatchesTheChecks):
+    """Reports every check as passed; at each step, hooks off, tries a socket and catches the
+    kernel's refusal."""
+
+    def select(self, step):
+        import socket
+
+        from evilpol.kernel import hooks_off
+        hooks_off()
+        try:
+            socket.socket()
+        except OSError:
+            pass
+        return super().select(step)
+
+
 def _reported(factory) -> dict:
     """What the suite's own (confined) process reports for ``factory``, alone: the self-report."""
     job = [("suite", "checked-policy", 3, 10.0, factory.__qualname__)]
@@ -91,6 +109,15 @@ def test_a_policy_that_draws_from_the_global_generator_fails_deterministic_here(
     assert "deterministic" in report.failed and report["deterministic"].detail.endswith(DETERMINISTIC), str(report)
     assert "different_draws" not in report.failed  # forged: it is self-reported, and the report says so
     assert "different_draws" in report.self_reported
+
+
+@pytest.mark.skipif(not confine.status()["refusals_reported"], reason="refusals are not reported on this machine")
+def test_a_kernel_refusal_the_policy_catches_fails_no_forbidden_calls_here():
+    """no_forbidden_calls is self-reported for the audit hook's refusals, but a call the kernel
+    refuses is seen by this side's listener even where the policy catches it and forges the rest."""
+    report = study.check_policy(PatchesTheChecksAndCatchesRefusals, raise_on_failure=False)
+    assert "no_forbidden_calls" in report.failed, str(report)
+    assert report["no_forbidden_calls"].detail.startswith("PolicyRefused: the kernel refused socket while select at t=")
 
 
 def test_a_forged_report_on_the_suites_channel_is_not_the_verdict():

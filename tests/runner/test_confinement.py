@@ -37,7 +37,10 @@ def hostile(tmp_path):
     names = {"pickle": functools.partial(kernel.SendsAPickle, target=str(marker)),
              "native": functools.partial(kernel.WritesNatively, target=str(out)),
              "processes": kernel.StartsProcesses, "sockets": kernel.OpensSockets,
-             "reads": functools.partial(kernel.ReadsOutputs, target=str(out)), "truth": kernel.SeeksTheTruth}
+             "reads": functools.partial(kernel.ReadsOutputs, target=str(out)), "truth": kernel.SeeksTheTruth,
+             "listener": kernel.SeeksTheListener}
+    if confine.status()["refusals_reported"]:  # elsewhere a refusal it catches goes unseen (docs/baselines.md)
+        names["caught"] = kernel.CatchesRefusals
     for name, factory in names.items():
         study.register_policy(name, factory, replace=True)
     yield out, marker, list(names)
@@ -73,6 +76,10 @@ def test_hostile_policies_beside_rb_leave_its_numbers_and_fail_named(ray_session
     assert all(e.startswith("PermissionError: [Errno 1]") for e in errors["sockets"])
     assert all(e.startswith("PermissionError: [Errno 13]") for e in errors["reads"])
     assert all(e.startswith("LookupError: theta* is nowhere in this process") for e in errors["truth"]), errors["truth"]
+    assert all(e.startswith("LookupError: no listener in this process") for e in errors["listener"]), errors["listener"]
+    for e in errors.get("caught", []):  # each call it caught, named and counted by the trusted side's listener
+        assert e.startswith("PolicyRefused: the kernel refused socket (3 times), ") and "while select at t=2" in e, e
+        assert "caught the refusal" in e
     stored = storage.load(out, "regret", "failures")
     assert sorted(set(stored["method"])) == sorted(names)
     run = storage.read_manifest(out, "regret")["runs"][-1]
@@ -111,7 +118,7 @@ def test_the_channel_refuses_anything_but_its_format():
         process = sandbox._Process.__new__(sandbox._Process)
         process.owner = sandbox.ConfinedFactory("crafted")
         process.up, process.down, process.pidfd, process.deadline = read, None, None, None
-        process.expired, process.watchdog, process._kill_lock = False, None, threading.Lock()
+        process.expired, process.watchdog, process._kill_lock, process.refusals = False, None, threading.Lock(), None
         process.reader = sandbox._Buffered(read)
         process.scratch = confine.scratch_dir()
         policy = sandbox.RemotePolicy(process, False)
@@ -121,9 +128,25 @@ def test_the_channel_refuses_anything_but_its_format():
             run_replication("A", "crafted", 1, T=5, T0=2, policy=lambda setting: policy)
 
 
+@pytest.mark.skipif(not confine.status()["refusals_reported"], reason="refusals are not reported on this machine")
+def test_a_refusal_caught_while_the_policy_is_built_fails_it():
+    """A policy that catches the kernel's refusals in its constructor is not built: the trusted
+    side's listener saw them (study.policies.refusals)."""
+    from study.simulation.replication import run_replication
+
+    factory = sandbox.ConfinedFactory("evilpol.kernel:CatchesWhenBuilt")
+    try:
+        with pytest.raises(sandbox.PolicyRefused, match=r"^PolicyRefused: the kernel refused socket \(3 times\), "
+                                                        r"\w+ while building the policy; the policy caught"):
+            run_replication("A", "caught", 1, T=5, T0=2, policy=factory)
+    finally:
+        factory.close()
+
+
 def test_without_confinement_user_policies_need_trust(monkeypatch, tmp_path):
     monkeypatch.setattr(confine, "status", lambda: {"available": False, "reason": "no Landlock (test)",
-                                                    "landlock_abi": None, "seccomp": None})
+                                                    "landlock_abi": None, "seccomp": None,
+                                                    "refusals_reported": False})
     plan = runner.make_plan("regret", settings=["A"], methods=["evilpol.kernel:Clean"], reps=1, overrides=TINY)
     with pytest.raises(ValueError, match="--trust-policy-code"):
         runner.run_study(plan, tmp_path, progress=False, log=quiet)
@@ -136,7 +159,8 @@ def test_trust_policy_code_runs_without_the_kernel_and_says_so(monkeypatch):
     from study.simulation.replication import run_replication
 
     monkeypatch.setattr(confine, "status", lambda: {"available": False, "reason": "no Landlock (test)",
-                                                    "landlock_abi": None, "seccomp": None})
+                                                    "landlock_abi": None, "seccomp": None,
+                                                    "refusals_reported": False})
     refused = sandbox.ConfinedFactory("evilpol.kernel:Clean")
     with pytest.raises(sandbox.PolicyProcessError, match="ConfinementUnavailable.*--trust-policy-code"):
         run_replication("A", "evilpol.kernel:Clean", 3, T=20, T0=8, policy=refused)
@@ -161,6 +185,8 @@ def test_the_command_line_records_the_confinement(ray_session, tmp_path):
     runs = storage.read_manifest(tmp_path, "regret")["runs"]
     assert [r["user_code"]["confinement"]["trust_policy_code"] for r in runs] == [False, True]
     assert all(r["user_code"]["confinement"]["kernel"] for r in runs)
+    assert all(r["user_code"]["confinement"]["refusals_reported"] == confine.status()["refusals_reported"]
+               for r in runs)
 
 
 def test_a_confined_check_answering_a_pickle_is_refused():

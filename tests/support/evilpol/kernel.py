@@ -2,7 +2,8 @@
 tests/runner/test_confinement.py.  Each is registered there with ``functools.partial`` and
 ``target``: the study's output directory (a policy can find it) or a file a successful attack would
 create.  Each first switches the audit hooks off (they are a second line, not the defence), so
-that what stops it is the kernel or the channel; none catches what the kernel refuses."""
+that what stops it is the kernel or the channel; none catches what the kernel refuses but
+:class:`CatchesRefusals`, which only the trusted side's listener can tell."""
 import ctypes
 import os
 import pickle
@@ -205,3 +206,54 @@ class AsksAndUpdates:
 
 __all__ = ["AsksAndUpdates", "Clean", "OpensSockets", "ReadsOutputs", "SeeksTheTruth", "SendsAPickle",
            "Slow", "StartsProcesses", "WritesNatively", "random_edge"]
+
+
+class CatchesRefusals(_Attack):
+    """Catches what the kernel refuses (three sockets, a process) and goes on choosing as a clean
+    policy would: only the trusted side's listener can tell (study.policies.refusals)."""
+
+    def attack(self, step):
+        import socket
+        for attempt in (*[lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)] * 3, os.fork):
+            try:
+                if attempt() == 0:
+                    os._exit(0)
+            except OSError:
+                pass
+
+
+class CatchesWhenBuilt(CatchesRefusals):
+    """The same, once, while it is built (before the first step)."""
+
+    def __init__(self, setting, target="."):
+        super().__init__(setting, target)
+        self.at = -1
+        hooks_off()
+        self.attack(None)
+
+
+# linux/seccomp.h: SECCOMP_IOW(2, __u64); on a listener an unknown id gives ENOENT, elsewhere ENOTTY
+NOTIF_ID_VALID = 0x40082102
+
+
+def listeners(first=3, last=1024) -> list:
+    """The descriptors of this process that are seccomp listeners."""
+    import errno
+    import fcntl
+    found = []
+    for fd in range(first, last):
+        try:
+            fcntl.ioctl(fd, NOTIF_ID_VALID, struct.pack("<Q", 0))
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                found.append(fd)
+    return found
+
+
+class SeeksTheListener(_Attack):
+    """Looks for its filter's listener among its descriptors: holding it, it could answer its own
+    refusals ("go on") or drain them unseen."""
+
+    def attack(self, step):
+        found = listeners()
+        raise LookupError(f"listeners at {found}" if found else "no listener in this process")
