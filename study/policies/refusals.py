@@ -32,6 +32,7 @@ ARCHITECTURES = ("x86_64", "aarch64", "arm64", "riscv64", "s390x")  # generic _I
 _RECV, _SEND = 0xC0502100, 0xC0182101
 _NOTIFICATION = struct.Struct("=QIIiIQ6Q")  # id, pid, flags; seccomp_data: nr, arch, ip, args[6]
 _RESPONSE = struct.Struct("=QqiI")  # id, val, error, flags
+KEPT = 100  # refusals kept one by one (a policy refused in a loop is counted, not listed)
 POLL_SECONDS = 0.5  # how long after :meth:`RefusalWatch.stop` the thread may linger
 
 
@@ -44,10 +45,12 @@ class RefusalWatch:
     """Answer and record every call the policy's filter refers to the listener ``fd`` (owned from
     here on: closed by the thread when the policy's processes are gone or :meth:`stop` is called).
 
-    ``refused`` lists ``(system call name, pid)`` in the order the calls were made."""
+    ``refused`` lists ``(system call name, pid)`` in the order the calls were made (the first
+    :data:`KEPT`; ``counts`` counts them all by name).  Should the thread fail, its error is
+    counted as a refusal: after it, the filter's calls would fail unseen (``ENOSYS``)."""
 
     def __init__(self, fd: int, method: str = ""):
-        self.fd, self.method, self.refused = fd, method, []
+        self.fd, self.method, self.refused, self.counts = fd, method, [], {}
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"refusals of {method}", daemon=True)
         self._thread.start()
@@ -72,8 +75,15 @@ class RefusalWatch:
                     self._answer(buffer)
                 elif mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
                     return  # every process under the filter has ended
+        except BaseException as exc:  # noqa: BLE001 -- the replication must not go on unwatched
+            self._record(f"(the refusals' listener failed: {type(exc).__name__}: {exc})", 0)
         finally:
             os.close(self.fd)
+
+    def _record(self, name: str, pid: int) -> None:
+        if len(self.refused) < KEPT:
+            self.refused.append((name, pid))
+        self.counts[name] = self.counts.get(name, 0) + 1
 
     def _answer(self, buffer: bytearray) -> None:
         buffer[:] = bytes(len(buffer))  # the kernel refuses a request that is not zeroed
@@ -84,18 +94,16 @@ class RefusalWatch:
                 return
             raise
         ident, pid, _flags, number, arch, _ip, *_args = _NOTIFICATION.unpack(buffer)
-        self.refused.append((_name(arch, number), pid))
+        self._record(_name(arch, number), pid)
         try:
             fcntl.ioctl(self.fd, _SEND, bytearray(_RESPONSE.pack(ident, 0, -errno.EPERM, 0)), True)
         except OSError as exc:
             if exc.errno != errno.ENOENT:  # ENOENT: the caller died meanwhile
                 raise
 
-    def describe(self, first: int = 0) -> str:
-        """The refusals from index ``first`` on, for a failure's message: ``socket (3 times), fork``."""
-        counts: dict = {}
-        for name, _pid in self.refused[first:]:
-            counts[name] = counts.get(name, 0) + 1
+    def describe(self) -> str:
+        """The refusals, for a failure's message: ``socket (3 times), clone``."""
+        counts = dict(self.counts)
         return ", ".join(name if n == 1 else f"{name} ({n} times)" for name, n in counts.items())
 
 

@@ -156,3 +156,18 @@ def test_the_listener_sees_each_refusal_the_child_catches_and_leaves_it(tmp_path
     assert watch.refused == [("socket", pid)] * 2 and watch.describe() == "socket (2 times)"
     watch.join(5)
     assert not watch._thread.is_alive()
+
+
+def test_a_failed_listener_is_a_refusal():
+    """Should the watch's thread fail, the failure counts as a refusal: the policy's later calls
+    would otherwise fail unseen (ENOSYS once the listener is closed).  A pipe with data is ready to
+    read but no listener (ENOTTY)."""
+    from study.policies import refusals
+
+    read, write = os.pipe()
+    os.write(write, b"x")
+    watch = refusals.RefusalWatch(read, "pipe")
+    watch.join(5)
+    os.close(write)
+    assert not watch._thread.is_alive() and len(watch.refused) == 1
+    assert watch.describe().startswith("(the refusals' listener failed: OSError: [Errno 25]")
