@@ -5,6 +5,7 @@ process, through :func:`study.runner.worker.run_batch` (the path of a study's ta
 and the channel's round trip per step.
 
     python -m benchmarks.confined_policy [--setting A] [--T 1000] [--reps 6] [--variants polling,same-cpu]
+    python -m benchmarks.confined_policy --saturated [--rounds 4] [--reps 3] [--variants polling,blocking]
 
 Both compute the same numbers (checked here); the ratios are of wall time and of CPU time per
 replication, the policy server's start (once per worker process) excluded by a warm-up
@@ -19,6 +20,13 @@ then blocks), ``blocking`` (it blocks at once), and ``same-cpu`` / ``same-cpu-bl
 same, with the policy's process pinned to the CPU the loop runs on when it is forked), ``pinned-pair``
 / ``pinned-pair-polling`` (the loop's thread pinned there too for the replication, then restored).
 The pinning is done here, around the library's code, which pins nothing.
+
+``--saturated`` measures what a study pays, where every CPU runs a replication: as many worker
+processes as CPUs each run ``--reps`` replications, all of the built-in RB, then all of each
+variant, for ``--rounds`` rounds (the order alternating as above); the cost is the ratio of the
+makespans (the wall time until the last worker is done), per round and in total.  Here the
+confined policy's process and the loop compete for the CPUs with the other workers, so the extra
+CPU a step costs is paid in wall time.
 """
 from __future__ import annotations
 
@@ -101,10 +109,18 @@ def _use(variant: str) -> None:
 SETTING = ["A"]  # the setting of every replication (--setting)
 
 
+_CELLS: dict = {}  # (setting, method, overrides): its cell (a user policy's plan describes it in a confined process)
+CELL_REPS = 100_000
+
+
 def _batch(method, reps, overrides, first=0):
     from study.runner.plan import make_plan
     from study.runner.worker import run_batch
-    (cell,) = make_plan("regret", settings=SETTING, methods=[method], reps=first + reps, overrides=overrides).cells
+    key = (SETTING[0], method, tuple(sorted(overrides.items())))
+    if key not in _CELLS:
+        (_CELLS[key],) = make_plan("regret", settings=SETTING, methods=[method], reps=CELL_REPS,
+                                   overrides=overrides).cells
+    cell = _CELLS[key]
     start = time.perf_counter()
     result = run_batch("regret", cell, [(r, 1000 + r) for r in range(first, first + reps)])
     assert not result["failures"], result["failures"][:1]
@@ -141,6 +157,63 @@ def _in_process(factory, reps, overrides) -> float:
     return time.perf_counter() - start
 
 
+def _worker_batch(job) -> float:
+    """In a worker process of --saturated: wall seconds of ``reps`` replications of ``variant``."""
+    variant, reps, first, overrides = job
+    if variant != "RB":
+        _use(variant)
+    return _batch("RB" if variant == "RB" else _USER, reps, overrides, first=first)[0]
+
+
+_USER = "benchmarks.confined_policy:RBRule"
+
+
+def _worker_start(setting: str, overrides: dict, ready) -> None:
+    """A worker of --saturated: the policy server's start and the first calls' imports paid, then
+    it waits until every worker has (so that no round pays them)."""
+    SETTING[0] = setting
+    _batch(_USER, 1, {"T": 20, "T0": 8})
+    _batch("RB", 1, {"T": 20, "T0": 8})
+    for method in (_USER, "RB"):  # their cells, planned before the clock runs
+        _batch(method, 1, overrides)
+    ready.wait()
+
+
+def saturated(setting: str, T: int, reps: int, rounds: int, variants: list, workers=None) -> dict:
+    """{variant: [makespan of each round]} with ``workers`` (default: the CPUs) processes each
+    running ``reps`` replications of it (module docstring); "RB" is the built-in."""
+    import multiprocessing
+    import os
+    workers = workers or os.cpu_count()
+    overrides = {"T": T, "T0": min(200, T // 2)}
+    names = ["RB", *variants]
+    spans = {name: [] for name in names}
+    context = multiprocessing.get_context("spawn")  # fresh interpreters, as Ray's workers are
+    ready = context.Barrier(workers)
+    with context.Pool(workers, initializer=_worker_start, initargs=(setting, overrides, ready)) as pool:
+        pool.map(abs, range(workers))  # returns once a worker is past the barrier: all are
+        for r in range(rounds):
+            for name in (names if r % 2 == 0 else names[::-1]):
+                start = time.perf_counter()
+                pool.map(_worker_batch, [(name, reps, 1000 * k + reps * r, overrides) for k in range(workers)],
+                         chunksize=1)
+                spans[name].append(time.perf_counter() - start)
+    return spans
+
+
+def _print_saturated(spans: dict, setting: str, T: int, reps: int, workers: int) -> None:
+    base = spans["RB"]
+    print(f"Setting {setting}, T={T}, saturated: {workers} worker processes x {reps} replications, "
+          f"{len(base)} rounds")
+    print(f"  built-in RB: makespan {np.mean(base):.2f} s a round")
+    for name, values in spans.items():
+        if name == "RB":
+            continue
+        ratios = ", ".join(f"x{a / b:.2f}" for a, b in zip(values, base))
+        print(f"  RB's rule as a confined policy ({name}): makespan {np.mean(values):.2f} s a round, "
+              f"x{sum(values) / sum(base):.2f} in total (rounds {ratios})")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setting", default="A", help="the paper's setting (A or B)")
@@ -148,12 +221,24 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("--variants", default="polling",
                         help=f"comma-separated, of {', '.join(VARIANTS)} (module docstring)")
+    parser.add_argument("--saturated", action="store_true",
+                        help="every CPU runs replications: compare makespans (module docstring)")
+    parser.add_argument("--rounds", type=int, default=4, help="--saturated: rounds of the comparison")
+    parser.add_argument("--workers", type=int, default=None, help="--saturated: worker processes (default: CPUs)")
     args = parser.parse_args(argv)
     SETTING[0] = args.setting
     variants = args.variants.split(",")
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    if args.setting not in ("A", "B"):
+        parser.error(f"--setting: {args.setting!r} is not a setting of the paper (A or B)")
+    if args.saturated:
+        import os
+        workers = args.workers or os.cpu_count()
+        spans = saturated(args.setting, args.T, args.reps, args.rounds, variants, workers)
+        _print_saturated(spans, args.setting, args.T, args.reps, workers)
+        return
     overrides = {"T": args.T, "T0": min(200, args.T // 2)}
     user = f"{__name__ if __name__ != '__main__' else 'benchmarks.confined_policy'}:RBRule"
     _batch(user, 1, {"T": 20, "T0": 8})  # the policy server's start, paid once per worker process

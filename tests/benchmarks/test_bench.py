@@ -129,3 +129,13 @@ def test_long_horizon_case_under_a_commits_package_is_the_same_replication():
     cpu, wall, error, major = bench.timed_commit(bench.ROOT, 6, 40, 2)  # the tree itself as the "commit"
     current = bench._timed_in_child(6, 40, 2, "current")
     assert cpu > 0 and np.array_equal(major, current[5]) and abs(error - current[4]) < 1e-12
+
+
+def test_confined_policy_saturated_mode_times_every_variant_each_round():
+    from benchmarks import confined_policy
+    from study.policies import confine
+    if not confine.status()["available"]:
+        pytest.skip("no kernel confinement here")
+    spans = confined_policy.saturated("A", 30, 1, 2, ["polling", "blocking"], workers=1)
+    assert sorted(spans) == ["RB", "blocking", "polling"]
+    assert all(len(v) == 2 and min(v) > 0 for v in spans.values())
