@@ -320,8 +320,8 @@ class _Process:
         self.policy = RemotePolicy(self, bool(has_update))
 
     def check_refusals(self, what: str) -> None:
-        """Fail the replication if the kernel refused a call since the last answer: the policy
-        caught the refusal (else its error would have come instead of the answer)."""
+        """Fail the replication if the kernel has refused a call of the policy's process: called
+        after an answer, so the policy caught the refusal (else its error would have come instead)."""
         watch = self.refusals
         if watch is not None and watch.refused:
             raise self.fail(PolicyRefused, f"the kernel refused {watch.describe()} while {what}; the policy "
