@@ -83,7 +83,7 @@ from . import confine, fresh, hooks
 from .guard import Record, build
 from .registry import ALL_METHODS, resolve_policy
 from .sandbox import PolicyProcessError
-from .verdict import DETERMINISTIC, GLOBAL_SEEDS, SELF_REPORTED, channel_run, combined
+from .verdict import DETERMINISTIC, GLOBAL_SEEDS, SELF_REPORTED, channel_run, channel_runs_in_one_process, combined
 
 CHECKS = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "deterministic",
           "different_draws", "shared_state", "valid_before_phi", "valid_with_phi", "disconnected_graph", "picklable",
@@ -221,6 +221,20 @@ def fresh_trajectory(factory, name, seed, label=None) -> tuple:
     under the audit hook for the rest of the process)."""
     hooks.install_for_process(hooks.watch_for(label or name, factory))
     return _trajectory(_run("A", name, seed, factory, Record(), **_WITH_PHI))
+
+
+def _shared_state_verdict(seeds, alone: dict, after: dict, where: str) -> CheckResult:
+    """``shared_state``: each seed's trajectory alone in a fresh process (``alone``) against the
+    same seed's run right after the other seed's, in one process (``after``, ``where``)."""
+    for seed in seeds:
+        if alone[seed] != after[seed]:
+            step = next(t for t, pair in enumerate(zip(*alone[seed]), 1) if pair != tuple(zip(*after[seed]))[t - 1])
+            return CheckResult("shared_state", "failed",
+                               f"seed {seed} chose differently after the other seed's run {where} than alone in a "
+                               f"fresh one (first at t={step}): the policy keeps state across replications (a "
+                               "module-level or class-level cache?), so results would depend on how replications are "
+                               "batched")
+    return CheckResult("shared_state", "passed")
 
 
 def _shown(overrides) -> dict:
@@ -382,14 +396,8 @@ class _Suite:
             if status != "ok":
                 self.set("shared_state", False, f"seed {seed} in a fresh process: {value}")
                 return
-            if value != here[seed]:
-                step = next(t for t, pair in enumerate(zip(*value), 1) if pair != tuple(zip(*here[seed]))[t - 1])
-                self.set("shared_state", False, f"seed {seed} chose differently after the other seed's run in this "
-                                                f"process than alone in a fresh one (first at t={step}): the policy "
-                                                "keeps state across replications (a module-level or class-level "
-                                                "cache?), so results would depend on how replications are batched")
-                return
-        self.set("shared_state", True)
+        self.results["shared_state"] = _shared_state_verdict(self.seeds, {s: v for s, (_, v) in zip(self.seeds, outcomes)},
+                                                             here, "in this process")
 
     def _plain_run(self, base):
         """The unguarded run must equal the guarded one: a policy whose writes reach the shared
@@ -527,6 +535,26 @@ class _TrustedSuite(_Suite):
         self.set("picklable", True, note="every run here rebuilt the factory from its pickled bytes in the policy's "
                                          "process")
 
+    def shared_state(self) -> CheckResult:
+        """``shared_state`` judged here: the two seeds' 120-step runs alone (each in a process of its
+        own, from ``valid_with_phi``) against the same runs one after the other in one confined
+        process, the policy built anew for each (the second seed, the first, the second again)."""
+        alone = {seed: self.phi_runs.get(seed) for seed in self.seeds}
+        if None in alone.values():
+            return CheckResult("shared_state", "skipped", "skipped: the 120-step runs of valid_with_phi did not "
+                                                          "complete with the loop in the calling process")
+        first, second = self.seeds
+        self.runs += 1
+        try:
+            results = channel_runs_in_one_process("A", self.name, (second, first, second), self.factory_bytes,
+                                                  self.needs, self.seconds,
+                                                  global_seed=self.runs * GLOBAL_SEEDS + self.seed, **_WITH_PHI)
+        except Exception as exc:  # noqa: BLE001
+            return CheckResult("shared_state", "failed", f"the runs one after the other in one process failed: "
+                                                         f"{_error(exc)}")
+        after = {first: _trajectory(results[1]), second: _trajectory(results[2])}
+        return _shared_state_verdict(self.seeds, alone, after, "in one confined process")
+
 
 def _confined_checks(suite) -> str:
     """Run ``suite`` in a confined process, and its replications again with the loop here and the
@@ -565,7 +593,8 @@ def _confined_checks(suite) -> str:
                    "skipped: the 120-step runs of valid_with_phi did not complete with the loop in the calling process")
     suite.results = {}
     suite._shared_state()
-    verdict = combined(trusted.results, {**reported, "shared_state": suite.results["shared_state"]}, CHECKS)
+    verdict = combined({**trusted.results, "shared_state": trusted.shared_state()},
+                       {**reported, "shared_state": suite.results["shared_state"]}, CHECKS)
     suite.results = {name: verdict.get(name, CheckResult(name, "skipped", "skipped: not reported")) for name in CHECKS}
     return _where(needs)
 

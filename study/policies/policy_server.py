@@ -108,12 +108,16 @@ class _Child:
                 data = json.dumps(description(method, factory)).encode("utf-8")
                 _write_all(self.up, b"J" + TEXT.pack(len(data)) + data)
                 return
+            self.factory = factory
             self.policy = make_policy(method, job["setting"], factory)
         except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
             _send_text(self.up, self._failure(exc, "building the policy"))
             return
-        _write_all(self.up, b"R" + READY.pack(callable(getattr(self.policy, "update", None))))
+        self._ready()
         self.serve()
+
+    def _ready(self) -> None:
+        _write_all(self.up, b"R" + READY.pack(callable(getattr(self.policy, "update", None))))
 
     def _failure(self, exc, what) -> str:
         """The failure's one-line summary, then its traceback in this process (text: the trusted
@@ -139,20 +143,27 @@ class _Child:
                 return
             refused = len(self.watch.refusals)
             try:
-                if kind == b"F":  # once: the policy's graph and generator
+                if kind == b"N":  # another replication in this process (ConfinedFactory's reuse): built anew
+                    self.job["setting"] = pickle.loads(data)
+                    setting, layout, theta = public_view(self.job["setting"]), None, None
+                    self.step = self.graph = self.rng = None
+                    from .registry import make_policy
+                    self.policy = make_policy(self.job["method"], self.job["setting"], self.factory)
+                    answer = b"R" + READY.pack(callable(getattr(self.policy, "update", None)))
+                elif kind == b"F":  # once a replication: the policy's graph and generator
                     self.graph, state = pickle.loads(data)
                     bits = getattr(np.random, state["bit_generator"])()
                     bits.state = state
                     self.rng = np.random.Generator(bits)
                     continue
-                if kind == b"L":  # the arrays' layout (dtype, shape of x, of theta): once, or when it changes
+                elif kind == b"L":  # the arrays' layout (dtype, shape of x, of theta): once, or when it changes
                     layout = pickle.loads(data)
                     x_type, theta_type = np.dtype(layout[0]), np.dtype(layout[2])
                     x_count = int(np.prod(layout[1], dtype=np.int64))
                     x_shape = None if len(layout[1]) == 1 else layout[1]
                     theta_at = _STEP.size + x_type.itemsize * x_count
                     continue
-                if kind == b"S":
+                elif kind == b"S":
                     t, fresh_theta, coin, edge, end, neighbour = _STEP.unpack_from(data)
                     # arrays over the frame's bytes: read-only, as the loop's copies are
                     x = np.frombuffer(data, x_type, x_count, _STEP.size)
@@ -181,7 +192,8 @@ class _Child:
                     self.policy.update(self.step, Choice(major, other, bool(explored)), wins)
                     answer = b"U"
             except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
-                _send_text(self.up, self._failure(exc, {b"S": "select", b"U": "update"}.get(kind, "reading its step")))
+                what = {b"S": "select", b"U": "update", b"N": "building the policy"}.get(kind, "reading its step")
+                _send_text(self.up, self._failure(exc, what))
                 return
             if len(self.watch.refusals) > refused:
                 _send_text(self.up, f"PolicyRefused: {self.watch.refusals[refused]} (the policy caught the refusal "

@@ -14,8 +14,10 @@ public setting, its private generator, and the debiased estimate on request -- a
 Down, to the policy's process, each step is one fixed binary frame (``S``: t, x, the four
 uniforms and theta(t-1) as raw float64 -- theta only when it changed -- read in the policy's
 process as read-only arrays of the layout announced once per replication, ``L``); what is sent once
-(the graph, the policy's generator, the layout) and on demand (``D``: the debiased estimate) is
-pickled, in the direction in which unpickling is harmless.  Each step costs one write and one read
+(the graph, the policy's generator, the layout), on demand (``D``: the debiased estimate) and
+per replication after the first where a process serves several (``N``: the next replication's
+setting, the policy built anew and answering ``R``; ``ConfinedFactory(reuse=True)``) is pickled, in
+the direction in which unpickling is harmless.  Each step costs one write and one read
 on each side; the trusted side polls for the answer for at most :data:`SPIN_SECONDS` before it
 blocks (its comment says why), and the time limit is a watchdog thread that ends the policy's
 process (no timer per step).
@@ -242,15 +244,24 @@ class ConfinedFactory:
         ``random``) with it before the policy is built (:func:`study.check_policy`: a policy that
         draws from them then chooses differently under two seeds).  None: they are left as the
         policy server's, the same in every process.
+    reuse : bool
+        Build each policy after the first in the process of the one before (built anew there, as
+        a worker builds one per replication), while that process is alive: what the policy keeps
+        across replications in its process then shows (:func:`study.check_policy`'s
+        ``shared_state``).  False: a process per policy.
     """
 
-    def __init__(self, method, factory_bytes=None, needs=(), hidden=(), trust=False, seconds=None, global_seed=None):
+    def __init__(self, method, factory_bytes=None, needs=(), hidden=(), trust=False, seconds=None, global_seed=None,
+                 reuse=False):
         self.method, self.factory_bytes, self.needs = method, factory_bytes, tuple(needs)
         self.hidden, self.trust, self.seconds = tuple(str(h) for h in hidden), bool(trust), seconds
         self.global_seed = None if global_seed is None else int(global_seed)
+        self.reuse = bool(reuse)
         self.processes: list = []
 
     def __call__(self, setting):
+        if self.reuse and self.processes and self.processes[-1].up is not None:
+            return self.processes[-1].renew(setting)
         kernel = confine.status()["available"]
         if not kernel and not self.trust:
             raise PolicyProcessError(f"ConfinementUnavailable: user policy {self.method!r} cannot be confined on this "
@@ -285,12 +296,7 @@ class _Process:
                 while _SERVER:
                     _SERVER.pop().close()
                 self.pid, self.pidfd, self.down, self.up, hand = _server().start(job)
-        if owner.seconds is not None and self.deadline is None:
-            # the time limit without a system call per step: a timer that ends the process, whose
-            # end the blocked read then sees (end of file)
-            self.watchdog = threading.Timer(owner.seconds, self._expire)
-            self.watchdog.daemon = True
-            self.watchdog.start()
+        self._start_clock()
         # sent (or not, its socket closed) before any of the policy's code runs
         listener = refusals.receive(hand, owner.seconds)
         if listener is not None:
@@ -311,6 +317,9 @@ class _Process:
             except ValueError:
                 raise ChannelError(f"ChannelError: the description of policy {owner.method!r} is not JSON") from None
             return
+        self._built(kind)
+
+    def _built(self, kind: bytes) -> None:
         if kind != b"R":
             self.unexpected(kind, "R")
         has_update = READY.unpack(self.read(READY.size))[0]
@@ -318,6 +327,29 @@ class _Process:
             raise self.fail(ChannelError, f"the ready message's flag was {has_update}, not 0 or 1")
         self.check_refusals("building the policy")
         self.policy = RemotePolicy(self, bool(has_update))
+
+    def _start_clock(self) -> None:
+        """The replication's time limit, from now."""
+        seconds = self.owner.seconds
+        if seconds is None:
+            return
+        if "processes" in self.owner.needs:
+            self.deadline = time.monotonic() + seconds
+            return
+        # the time limit without a system call per step: a timer that ends the process, whose end
+        # the blocked read then sees (end of file)
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+        self.watchdog = threading.Timer(seconds, self._expire)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def renew(self, setting):
+        """The next replication's policy, built anew in this process (``ConfinedFactory(reuse=True)``)."""
+        self.send(_pickled(b"N", setting))
+        self._start_clock()
+        self._built(self.kind())
+        return self.policy
 
     def check_refusals(self, what: str) -> None:
         """Fail the replication if the kernel has refused a call of the policy's process: called

@@ -16,15 +16,15 @@ choice checked here against the graph), ``deterministic``, ``valid_before_phi``,
 ``valid_with_phi``, ``disconnected_graph``, ``finishes_in_time`` (timed here) and ``picklable``
 (every run here rebuilt the factory from its pickled bytes).  Each run's process has its global
 generators seeded differently (:data:`GLOBAL_SEEDS`), so a policy that draws from them in
-``select`` or ``update`` fails ``deterministic`` here.  ``shared_state`` compares the
-runs here (each in a fresh process: the trusted side of the comparison) with the same seeds run
-one after the other in the suite's process (that order needs one process for two replications:
-self-reported).  Self-reported when they pass (:data:`SELF_REPORTED`): ``no_writes`` (the copies are
-compared inside; here only a write that raised is seen), ``different_draws`` (the global generators
-are watched inside; here every replication forks from the same state), ``no_forbidden_calls`` (the
+``select`` or ``update`` fails ``deterministic`` here.  ``shared_state`` compares the two seeds'
+runs here, each in a process of its own, with the same seeds run one after the other in one
+confined process, the policy built anew for each (:func:`channel_runs_in_one_process`); the
+suite's process makes the same comparison with its own runs (a failure there stands too).
+Self-reported when they pass (:data:`SELF_REPORTED`): ``no_writes`` (the copies are compared
+inside; here only a write that raised is seen), ``different_draws`` (the global generators are
+watched inside; here every replication forks from the same state) and ``no_forbidden_calls`` (the
 audit hook is inside; a call the kernel refuses is seen here, caught or not, where
-``confine.status()["refusals_reported"]``: :mod:`study.policies.refusals`) and ``shared_state``'s
-second half.
+``confine.status()["refusals_reported"]``: :mod:`study.policies.refusals`).
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from .guard import Guard
 from .sandbox import ConfinedFactory, PolicyProcessError, PolicyRefused
 
 JUDGED = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "deterministic", "valid_before_phi",
-          "valid_with_phi", "disconnected_graph", "finishes_in_time", "picklable")
-SELF_REPORTED = ("no_writes", "different_draws", "shared_state", "no_forbidden_calls")
+          "valid_with_phi", "disconnected_graph", "finishes_in_time", "picklable", "shared_state")
+SELF_REPORTED = ("no_writes", "different_draws", "no_forbidden_calls")
 GLOBAL_SEEDS = 1_000_003  # run k of a check (k = 1, 2, ...) seeds its process's global generators k * this + seed
 DETERMINISTIC = (" (here each run's process had its global generators seeded differently: a policy that draws from "
                  "np.random.* or random chooses differently)")
@@ -83,6 +83,21 @@ def channel_run(setting, name, seed, factory_bytes, needs, seconds, record, guar
         confined.close()
 
 
+def channel_runs_in_one_process(setting, name, seeds, factory_bytes, needs, seconds, global_seed=None,
+                                **overrides) -> list:
+    """The replications of ``seeds``, one after the other, guarded, with the policy built anew for
+    each in one confined process (``ConfinedFactory(reuse=True)``): what it keeps across
+    replications in its process shows (``shared_state``)."""
+    from .guard import Record
+    confined = ConfinedFactory(name, factory_bytes, needs=needs, trust=True, seconds=seconds, global_seed=global_seed,
+                               reuse=True)
+    try:
+        return [run_replication(setting, name, seed, policy=lambda s: ChannelGuard(confined(s), Record(), None, 0),
+                                **overrides) for seed in seeds]
+    finally:
+        confined.close()
+
+
 def combined(trusted: dict, reported: dict, names) -> dict:
     """The verdict per check of ``names`` ({name: CheckResult} of each side): a failure of either
     side (this side's detail first), a skip of either, else a pass (this side's note where it judged
@@ -96,4 +111,5 @@ def combined(trusted: dict, reported: dict, names) -> dict:
     return verdict
 
 
-__all__ = ["DETERMINISTIC", "GLOBAL_SEEDS", "JUDGED", "SELF_REPORTED", "ChannelGuard", "channel_run", "combined"]
+__all__ = ["DETERMINISTIC", "GLOBAL_SEEDS", "JUDGED", "SELF_REPORTED", "ChannelGuard", "channel_run",
+           "channel_runs_in_one_process", "combined"]

@@ -13,7 +13,8 @@ import study
 from study.policies import checks, confine, fresh
 from study.policies.checks import CHECKS
 from study.policies.verdict import DETERMINISTIC, JUDGED, SELF_REPORTED
-from test_check_policy import GlobalRandom, NonEdgeOncePhiExists  # a non-edge once Phi exists; np.random's edges
+from test_check_policy import (  # a non-edge once Phi exists; np.random's edges; a module-level cache
+    FirstReplicationWins, GlobalRandom, NonEdgeOncePhiExists)
 
 
 class PatchesTheChecks(NonEdgeOncePhiExists):
@@ -80,6 +81,15 @@ class PatchesTheChecksAndCatchesRefusals(PatchesTheChecks):
         return super().select(step)
 
 
+class PatchesTheChecksAndKeepsState(FirstReplicationWins):
+    """Keeps the first context it sees in a module-level dict across replications, and reports
+    every check as passed."""
+
+    def __init__(self, setting):
+        super().__init__(setting)
+        PatchesTheChecks.__init__(self, setting)
+
+
 def _reported(factory) -> dict:
     """What the suite's own (confined) process reports for ``factory``, alone: the self-report."""
     job = [("suite", "checked-policy", 3, 10.0, factory.__qualname__)]
@@ -118,6 +128,16 @@ def test_a_kernel_refusal_the_policy_catches_fails_no_forbidden_calls_here():
     report = study.check_policy(PatchesTheChecksAndCatchesRefusals, raise_on_failure=False)
     assert "no_forbidden_calls" in report.failed, str(report)
     assert report["no_forbidden_calls"].detail.startswith("PolicyRefused: the kernel refused socket while select at t=")
+
+
+def test_state_kept_across_replications_fails_shared_state_here_though_forged():
+    """shared_state is judged here: the seeds' runs one after the other in one confined process
+    (the policy built anew for each, through the channel) against each run alone."""
+    assert _reported(PatchesTheChecksAndKeepsState) == {name: "passed" for name in CHECKS if name != "shared_state"}
+    report = study.check_policy(PatchesTheChecksAndKeepsState, raise_on_failure=False)
+    assert set(report.failed) == {"shared_state"}, str(report)
+    assert "after the other seed's run in one confined process than alone" in report["shared_state"].detail
+    assert "shared_state" not in report.self_reported
 
 
 def test_a_forged_report_on_the_suites_channel_is_not_the_verdict():

@@ -224,6 +224,29 @@ def test_every_message_of_the_channel_gives_the_in_process_run():
     assert np.asarray(got.trajectory["explored"]).any()
 
 
+def test_a_reused_process_builds_each_replications_policy_anew():
+    """ConfinedFactory(reuse=True): replications one after the other in one policy process (the
+    policy built anew for each, 'N'), each equal to its run in a process of its own; a policy
+    asking for the debiased estimate and updating, in two settings."""
+    from study.simulation.replication import run_replication
+
+    reused = sandbox.ConfinedFactory("evilpol.kernel:AsksAndUpdates", reuse=True)
+    try:
+        got = [run_replication(setting, "asks", seed, T=60, T0=20, policy=reused)
+               for setting, seed in (("A", 3), ("B", 4), ("A", 3))]
+        assert len(reused.processes) == 1
+    finally:
+        reused.close()
+    for (setting, seed), run in zip((("A", 3), ("B", 4), ("A", 3)), got):
+        alone = sandbox.ConfinedFactory("evilpol.kernel:AsksAndUpdates")
+        try:
+            want = run_replication(setting, "asks", seed, T=60, T0=20, policy=alone)
+        finally:
+            alone.close()
+        for column in ("major", "other", "explored", "regret"):
+            assert np.array_equal(run.trajectory[column], want.trajectory[column], equal_nan=True), (setting, column)
+
+
 def test_a_slow_policy_is_waited_for_not_polled(monkeypatch):
     """The trusted side polls for an answer for at most SPIN_SECONDS; a policy slower than that is
     not polled for after three misses (only every 32nd wait tries again), and its replication is
