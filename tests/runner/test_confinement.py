@@ -266,7 +266,13 @@ def test_a_slow_policy_is_waited_for_not_polled(monkeypatch):
     finally:
         factory.close()
     assert sandbox.SPIN_SECONDS < 0.005 and waits == 41 and misses >= 3  # the ready message and 40 steps
-    assert set(polled) == {"ready", 2, 3, 32}
+    # idle: {"ready", 2, 3, 32}. Under load an answer can be there when a wait starts (no poll) or
+    # come within a poll (the loop descheduled between its write and its wait), which resets the
+    # misses and prolongs that polling: the polled waits are then short runs from the first waits
+    # and from the 32nd; never all 40
+    numeric = sorted(w for w in set(polled) if w != "ready")
+    starts = [w for w in numeric if w - 1 not in numeric]
+    assert all(w < 8 or 32 <= w < 36 for w in starts) and len(numeric) <= 12, polled
     want = run_replication("A", "RB", 3, T=40, T0=12)
     for column in ("major", "other", "explored", "regret", "rel_error"):
         assert np.array_equal(got.trajectory[column], want.trajectory[column], equal_nan=True), column
