@@ -79,11 +79,11 @@ import numpy as np
 
 from ..simulation.replication import run_replication
 from ..simulation.settings import WARMUPS, Setting
-from . import confine, fresh, hooks
+from . import fresh, hooks
 from .guard import Record, build
 from .registry import ALL_METHODS, resolve_policy
-from .sandbox import PolicyProcessError
-from .verdict import DETERMINISTIC, GLOBAL_SEEDS, SELF_REPORTED, channel_run, channel_runs_in_one_process, combined
+from .verdict import DETERMINISTIC, GLOBAL_SEEDS, SELF_REPORTED, channel_run, combined, confinement_of
+from .verdict import channel_runs_in_one_process as _in_one_process, one_line as _error
 
 CHECKS = ("runs", "returns_a_choice", "explored_is_a_bool", "only_edges", "no_writes", "deterministic",
           "different_draws", "shared_state", "valid_before_phi", "valid_with_phi", "disconnected_graph", "picklable",
@@ -229,11 +229,10 @@ def _shared_state_verdict(seeds, alone: dict, after: dict, where: str) -> CheckR
     for seed in seeds:
         if alone[seed] != after[seed]:
             step = next(t for t, pair in enumerate(zip(*alone[seed]), 1) if pair != tuple(zip(*after[seed]))[t - 1])
-            return CheckResult("shared_state", "failed",
-                               f"seed {seed} chose differently after the other seed's run {where} than alone in a "
-                               f"fresh one (first at t={step}): the policy keeps state across replications (a "
-                               "module-level or class-level cache?), so results would depend on how replications are "
-                               "batched")
+            return CheckResult("shared_state", "failed", f"seed {seed} chose differently after the other seed's run "
+                               f"{where} than alone in a fresh one (first at t={step}): the policy keeps state across "
+                               "replications (a module-level or class-level cache?), so results would depend on how "
+                               "replications are batched")
     return CheckResult("shared_state", "passed")
 
 
@@ -546,9 +545,8 @@ class _TrustedSuite(_Suite):
         first, second = self.seeds
         self.runs += 1
         try:
-            results = channel_runs_in_one_process("A", self.name, (second, first, second), self.factory_bytes,
-                                                  self.needs, self.seconds,
-                                                  global_seed=self.runs * GLOBAL_SEEDS + self.seed, **_WITH_PHI)
+            results = _in_one_process("A", self.name, (second, first, second), self.factory_bytes, self.needs,
+                                      self.seconds, global_seed=self.runs * GLOBAL_SEEDS + self.seed, **_WITH_PHI)
         except Exception as exc:  # noqa: BLE001
             return CheckResult("shared_state", "failed", f"the runs one after the other in one process failed: "
                                                          f"{_error(exc)}")
@@ -596,22 +594,7 @@ def _confined_checks(suite) -> str:
     verdict = combined({**trusted.results, "shared_state": trusted.shared_state()},
                        {**reported, "shared_state": suite.results["shared_state"]}, CHECKS)
     suite.results = {name: verdict.get(name, CheckResult(name, "skipped", "skipped: not reported")) for name in CHECKS}
-    return _where(needs)
-
-
-def _error(exc: BaseException) -> str:
-    """An exception in one line: a failure of a confined policy's process already says its kind."""
-    return exc.message if isinstance(exc, PolicyProcessError) else f"{type(exc).__name__}: {exc}"
-
-
-def _where(needs) -> str:
-    kernel = confine.status()
-    if not kernel["available"]:
-        return f"a process of their own, not confined by the kernel ({kernel['reason']}): audit hooks only"
-    lifted = f"; its declared needs {needs} lift the matching rules" if needs else ""
-    reported = "; the system calls it refuses reported to this process" if kernel["refusals_reported"] else ""
-    return (f"a process confined by the kernel (Landlock ABI {kernel['landlock_abi']}, seccomp through libseccomp "
-            f"{kernel['seccomp']}{reported}){lifted}")
+    return confinement_of(needs)
 
 
 __all__ = ["CHECKS", "CheckResult", "PolicyCheckError", "PolicyCheckReport", "check_policy"]

@@ -29,6 +29,7 @@ audit hook is inside; a call the kernel refuses is seen here, caught or not, whe
 from __future__ import annotations
 
 from ..simulation.replication import run_replication
+from . import confine
 from .guard import Guard
 from .sandbox import ConfinedFactory, PolicyProcessError, PolicyRefused
 
@@ -98,6 +99,22 @@ def channel_runs_in_one_process(setting, name, seeds, factory_bytes, needs, seco
         confined.close()
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception in one line: a failure of a confined policy's process already says its kind."""
+    return exc.message if isinstance(exc, PolicyProcessError) else f"{type(exc).__name__}: {exc}"
+
+
+def confinement_of(needs) -> str:
+    """The confinement a user policy's checks ran under (the report's ``confinement``)."""
+    kernel = confine.status()
+    if not kernel["available"]:
+        return f"a process of their own, not confined by the kernel ({kernel['reason']}): audit hooks only"
+    lifted = f"; its declared needs {needs} lift the matching rules" if needs else ""
+    reported = "; the system calls it refuses reported to this process" if kernel["refusals_reported"] else ""
+    return (f"a process confined by the kernel (Landlock ABI {kernel['landlock_abi']}, seccomp through libseccomp "
+            f"{kernel['seccomp']}{reported}){lifted}")
+
+
 def combined(trusted: dict, reported: dict, names) -> dict:
     """The verdict per check of ``names`` ({name: CheckResult} of each side): a failure of either
     side (this side's detail first), a skip of either, else a pass (this side's note where it judged
@@ -112,4 +129,4 @@ def combined(trusted: dict, reported: dict, names) -> dict:
 
 
 __all__ = ["DETERMINISTIC", "GLOBAL_SEEDS", "JUDGED", "SELF_REPORTED", "ChannelGuard", "channel_run",
-           "channel_runs_in_one_process", "combined"]
+           "channel_runs_in_one_process", "combined", "confinement_of", "one_line"]
