@@ -113,11 +113,12 @@ class _Child:
         except BaseException as exc:  # noqa: BLE001 -- the policy's failure, named
             _send_text(self.up, self._failure(exc, "building the policy"))
             return
-        self._ready()
+        _write_all(self.up, self._ready())
         self.serve()
 
-    def _ready(self) -> None:
-        _write_all(self.up, b"R" + READY.pack(callable(getattr(self.policy, "update", None))))
+    def _ready(self) -> bytes:
+        """The R message: the policy is built (and whether it has ``update``)."""
+        return b"R" + READY.pack(callable(getattr(self.policy, "update", None)))
 
     def _failure(self, exc, what) -> str:
         """The failure's one-line summary, then its traceback in this process (text: the trusted
@@ -149,7 +150,7 @@ class _Child:
                     self.step = self.graph = self.rng = None
                     from .registry import make_policy
                     self.policy = make_policy(self.job["method"], self.job["setting"], self.factory)
-                    answer = b"R" + READY.pack(callable(getattr(self.policy, "update", None)))
+                    answer = self._ready()
                 elif kind == b"F":  # once a replication: the policy's graph and generator
                     self.graph, state = pickle.loads(data)
                     bits = getattr(np.random, state["bit_generator"])()

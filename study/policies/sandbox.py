@@ -281,10 +281,7 @@ class _Process:
     def __init__(self, owner: ConfinedFactory, setting, kernel: bool, describe: bool = False):
         self.owner, self.scratch = owner, confine.scratch_dir()
         self.expired, self.watchdog, self._kill_lock = False, None, threading.Lock()
-        # A policy that may start processes could hand its channel to one that outlives it: its
-        # reads then wait with a deadline (a poll per read); every other policy has a watchdog.
-        self.deadline = (None if owner.seconds is None or "processes" not in owner.needs
-                         else time.monotonic() + owner.seconds)
+        self.deadline = None  # set by _start_clock
         job = {"method": owner.method, "factory": owner.factory_bytes, "needs": owner.needs, "hidden": owner.hidden,
                "confine": kernel, "scratch": self.scratch, "path": confine.asker_path(), "setting": setting,
                "describe": describe, "global_seed": owner.global_seed}
@@ -325,7 +322,7 @@ class _Process:
         has_update = READY.unpack(self.read(READY.size))[0]
         if has_update not in (0, 1):
             raise self.fail(ChannelError, f"the ready message's flag was {has_update}, not 0 or 1")
-        self.check_refusals("building the policy")
+        self.check_refusals("building the policy", None)
         self.policy = RemotePolicy(self, bool(has_update))
 
     def _start_clock(self) -> None:
@@ -334,6 +331,8 @@ class _Process:
         if seconds is None:
             return
         if "processes" in self.owner.needs:
+            # a policy that may start processes could hand its channel to one that outlives it: its
+            # reads then wait with a deadline (a poll per read); every other policy has a watchdog
             self.deadline = time.monotonic() + seconds
             return
         # the time limit without a system call per step: a timer that ends the process, whose end
@@ -351,12 +350,14 @@ class _Process:
         self._built(self.kind())
         return self.policy
 
-    def check_refusals(self, what: str) -> None:
+    def check_refusals(self, what: str, t) -> None:
         """Fail the replication if the kernel has refused a call of the policy's process: called
-        after an answer, so the policy caught the refusal (else its error would have come instead)."""
+        after an answer (to ``what`` at step ``t``, None while it is built), so the policy caught the
+        refusal (else its error would have come instead)."""
         watch = self.refusals
         if watch is not None and watch.refused:
-            raise self.fail(PolicyRefused, f"the kernel refused {watch.describe()} while {what}; the policy "
+            during = what if t is None else f"{what} at t={t}"
+            raise self.fail(PolicyRefused, f"the kernel refused {watch.describe()} while {during}; the policy "
                                            "caught the refusal and went on (its result is not stored)")
 
     def _expire(self) -> None:
@@ -523,13 +524,11 @@ class RemotePolicy:
         major, other, explored = CHOICE.unpack(process.read(CHOICE.size))
         if explored not in (0, 1):
             raise process.fail(ChannelError, f"explored={explored} in a choice, not 0 or 1")
-        if process.refusals is not None and process.refusals.refused:
-            process.check_refusals(f"select at t={step.t}")
+        process.check_refusals("select", step.t)
         return major, other, bool(explored)
 
     def _update(self, step, choice, wins):
         process = self._process
         process.send(_frame(b"U", _UPDATE.pack(int(choice[0]), int(choice[1]), bool(choice[2]), int(wins))))
         self._serve(step, b"U")
-        if process.refusals is not None and process.refusals.refused:
-            process.check_refusals(f"update at t={step.t}")
+        process.check_refusals("update", step.t)
