@@ -11,7 +11,11 @@ answered ``EPERM``: the policy sees the same ``PermissionError`` as before, and 
 it asked (the listener is nowhere in its process; ``pidfd_getfd`` and ``ptrace`` are refused).
 
 The watch records before it answers, so a refusal made while the trusted side waits for an answer
-is on record by the time that answer arrives (:meth:`sandbox.RemotePolicy.select` checks).  The
+is on record by the time that answer arrives (:meth:`sandbox.RemotePolicy.select` checks); at the
+end of a replication, before the policy's process is ended (which withdraws a refusal not yet
+received), :meth:`RefusalWatch.settle` puts on record one still waiting
+(:meth:`sandbox.ConfinedFactory.late_refusal`: a thread the policy declared may call after its last
+answer).  The
 kernel interface is ``seccomp_unotify(2)``: two ``ioctl`` calls on the listener, whose request
 numbers below are those of the architectures where ``_IOWR`` has the generic encoding
 (:data:`ARCHITECTURES`); elsewhere the filter refuses with ``EPERM`` directly and refusals the
@@ -49,14 +53,37 @@ class RefusalWatch:
     :data:`KEPT`; ``counts`` counts them all by name).  Should the thread fail, its error is
     counted as a refusal: after it, the filter's calls would fail unseen (``ENOSYS``)."""
 
-    def __init__(self, fd: int, method: str = ""):
+    def __init__(self, fd: int, method: str = "", start: bool = True):
         self.fd, self.method, self.refused, self.counts = fd, method, [], {}
-        self._stopping = threading.Event()
+        self._stopping, self._lock, self._closed = threading.Event(), threading.Lock(), False
         self._thread = threading.Thread(target=self._run, name=f"refusals of {method}", daemon=True)
-        self._thread.start()
+        self._started = bool(start)
+        if start:  # False: only :meth:`settle` answers (a test's way to hold a refusal pending)
+            self._thread.start()
 
     def stop(self) -> None:
         self._stopping.set()
+        if not self._started:
+            with self._lock:
+                if not self._closed:
+                    os.close(self.fd)
+                    self._closed = True
+
+    def settle(self) -> None:
+        """Put on record a refusal the kernel holds for the thread still (made, not yet received):
+        called at the end of a replication, before its process is ended (which would withdraw it).
+        The thread receives and records under the same lock, so after this every call the
+        policy's processes made before it is in ``refused``: one waiting is answered here."""
+        with self._lock:
+            if self._closed:  # the thread saw every process under the filter end
+                return
+            poller = select.poll()
+            poller.register(self.fd, select.POLLIN)
+            try:
+                if any(mask & select.POLLIN for _, mask in poller.poll(0)):
+                    self._answer(bytearray(_NOTIFICATION.size))
+            except OSError as exc:
+                self._record(f"(the refusals' listener failed: {type(exc).__name__}: {exc})", 0)
 
     def join(self, timeout=None) -> None:
         self._thread.join(timeout)
@@ -72,13 +99,17 @@ class RefusalWatch:
                     continue
                 mask = events[0][1]
                 if mask & select.POLLIN:
-                    self._answer(buffer)
+                    with self._lock:  # received and recorded as one, for settle (which may have taken it)
+                        if any(m & select.POLLIN for _, m in poller.poll(0)):
+                            self._answer(buffer)
                 elif mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
                     return  # every process under the filter has ended
         except BaseException as exc:  # noqa: BLE001 -- the replication must not go on unwatched
             self._record(f"(the refusals' listener failed: {type(exc).__name__}: {exc})", 0)
         finally:
-            os.close(self.fd)
+            with self._lock:
+                os.close(self.fd)
+                self._closed = True
 
     def _record(self, name: str, pid: int) -> None:
         if len(self.refused) < KEPT:

@@ -271,6 +271,22 @@ class ConfinedFactory:
         self.processes.append(process)
         return process.policy
 
+    def late_refusal(self) -> str | None:
+        """The failure of a replication whose policy's processes made a call the kernel refused
+        after the policy's last answer (a thread or process of its own still running then), or None:
+        called when the replication is done, before :meth:`close` ends those processes (which would
+        withdraw a refusal the watch has not received yet: :meth:`refusals.RefusalWatch.settle`)."""
+        for process in self.processes:
+            watch = process.refusals
+            if watch is None or process.up is None:
+                continue
+            watch.settle()
+            if watch.refused:
+                return (f"PolicyRefused: the kernel refused {watch.describe()} after the policy's last answer (a "
+                        "thread or process of its own still ran); its result is not stored (the confined process "
+                        f"of policy {self.method!r})")
+        return None
+
     def close(self) -> None:
         while self.processes:
             self.processes.pop().close()

@@ -281,6 +281,8 @@ def _confined(study, cell, setting, reps_seeds, replicate, record_intervals, lab
 
         try:
             outcome = _replicate(study, (cell,), setting, rep, seed, run, record_intervals, None, label)
+            if outcome[0] == "ok" and (late := factory.late_refusal()) is not None:
+                outcome = ("failed", late, "")
         finally:
             factory.close()
         if outcome[0] == "failed" and outcome[1].startswith("PolicyCrashed"):

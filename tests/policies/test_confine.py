@@ -171,3 +171,56 @@ def test_a_failed_listener_is_a_refusal():
     os.close(write)
     assert not watch._thread.is_alive() and len(watch.refused) == 1
     assert watch.describe().startswith("(the refusals' listener failed: OSError: [Errno 25]")
+
+
+@pytest.mark.skipif(not confine.status()["refusals_reported"], reason="refusals are not reported on this machine")
+def test_settle_puts_a_refusal_still_waiting_on_record(tmp_path):
+    """A refusal the kernel holds for the watch (made, not yet received) would be withdrawn when
+    the replication's end ends the policy's process: ``settle`` answers and records it.  The watch's
+    thread is not started here, so the refusal waits until settle takes it."""
+    import errno
+    import select
+    import time
+
+    from study.policies import refusals
+
+    ours, theirs = socket.socketpair()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            applied = confine.confine(str(tmp_path), report=True)
+            socket.send_fds(theirs, [b"L"], [applied["listener"]])
+            os.close(applied["listener"])
+            try:
+                socket.socket()
+                os.write(write, b"not refused")
+            except OSError as exc:
+                os.write(write, str(exc.errno).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    theirs.close()
+    try:
+        watch = refusals.RefusalWatch(refusals.receive(ours, 30), "probe", start=False)
+        poller = select.poll()
+        poller.register(watch.fd, select.POLLIN)
+        deadline = time.monotonic() + 30
+        while not any(mask & select.POLLIN for _, mask in poller.poll(100)) and time.monotonic() < deadline:
+            pass
+        assert watch.refused == []  # the child waits in socket(), its refusal not received
+        watch.settle()
+        assert watch.refused == [("socket", pid)]
+        assert os.read(read, 100) == str(errno.EPERM).encode()
+        watch.settle()  # nothing waits now: nothing more on record
+        assert watch.refused == [("socket", pid)]
+        watch.stop()
+        assert watch._closed
+    finally:
+        os.close(read)
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)

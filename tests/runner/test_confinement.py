@@ -5,6 +5,7 @@ they attack, and end their own replications as failed, named."""
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -41,6 +42,7 @@ def hostile(tmp_path):
              "listener": kernel.SeeksTheListener}
     if confine.status()["refusals_reported"]:  # elsewhere a refusal it catches goes unseen (docs/baselines.md)
         names["caught"] = kernel.CatchesRefusals
+        names["late"] = kernel.RefusesAfterItsLastAnswer
     for name, factory in names.items():
         study.register_policy(name, factory, replace=True)
     yield out, marker, list(names)
@@ -65,7 +67,7 @@ def test_hostile_policies_beside_rb_leave_its_numbers_and_fail_named(ray_session
     errors = {}
     for failure in report.failures:
         errors.setdefault(failure["method"], []).append(failure["error"])
-    assert report.failed == 2 * len(names) and sorted(errors) == sorted(names)
+    assert report.failed == 2 * len(names) and sorted(errors) == sorted(names), errors
     assert all(e.startswith("ChannelError") and "never objects" in e for e in errors["pickle"])
     for e in errors["native"]:  # refused by the kernel (errno 13), each route
         assert e.startswith("PermissionError: refused: ") and all(f"{r}: PermissionError 13" in e
@@ -80,6 +82,9 @@ def test_hostile_policies_beside_rb_leave_its_numbers_and_fail_named(ray_session
     for e in errors.get("caught", []):  # each call it caught, named and counted by the trusted side's listener
         assert e.startswith("PolicyRefused: the kernel refused socket (3 times), ") and "while select at t=2" in e, e
         assert "caught the refusal" in e
+    for e in errors.get("late", []):  # the refusals its thread makes once its last answer is on its way
+        assert re.match(r"PolicyRefused: the kernel refused socket( \(\d+ times\))? (after the policy's last answer|"
+                        r"while select at t=30)", e), e
     stored = storage.load(out, "regret", "failures")
     assert sorted(set(stored["method"])) == sorted(names)
     run = storage.read_manifest(out, "regret")["runs"][-1]
@@ -139,6 +144,39 @@ def test_a_refusal_caught_while_the_policy_is_built_fails_it():
         with pytest.raises(sandbox.PolicyRefused, match=r"^PolicyRefused: the kernel refused socket \(3 times\), "
                                                         r"\w+ while building the policy; the policy caught"):
             run_replication("A", "caught", 1, T=5, T0=2, policy=factory)
+    finally:
+        factory.close()
+
+
+@pytest.mark.skipif(not confine.status()["refusals_reported"], reason="refusals are not reported on this machine")
+def test_a_refusal_after_the_last_answer_fails_the_replication():
+    """A thread the policy starts at its last step goes on making refused calls after the answer:
+    the check at the replication's end (``late_refusal``, before its process is ended) names them;
+    a clean policy's replication has none.  (Which check sees the first call is a race: the one at
+    the last answer may.)"""
+    import time
+
+    from study.simulation.replication import run_replication
+
+    clean = sandbox.ConfinedFactory("evilpol.kernel:Clean")
+    try:
+        run_replication("A", "clean", 1, T=5, T0=2, policy=clean)
+        assert clean.processes[0].refusals is not None and clean.late_refusal() is None
+    finally:
+        clean.close()
+    factory = sandbox.ConfinedFactory("evilpol.kernel:RefusesAfterItsLastAnswer", needs=("threads",))
+    try:
+        try:
+            run_replication("A", "late", 1, T=5, T0=2, policy=factory)
+        except sandbox.PolicyRefused as exc:
+            assert "while select at t=5" in str(exc)
+            return
+        deadline, late = time.monotonic() + 30, None
+        while late is None and time.monotonic() < deadline:
+            late = factory.late_refusal()
+        assert re.match(r"PolicyRefused: the kernel refused socket( \(\d+ times\))? after the policy's last answer "
+                        r"\(a thread or process of its own still ran\); its result is not stored \(the confined "
+                        r"process of policy 'evilpol.kernel:RefusesAfterItsLastAnswer'\)$", late), late
     finally:
         factory.close()
 

@@ -232,6 +232,38 @@ class CatchesWhenBuilt(CatchesRefusals):
         self.attack(None)
 
 
+class RefusesAfterItsLastAnswer:
+    """Declares threads; at its last step starts one that keeps trying sockets, catching each
+    refusal, while the step's answer goes back: the calls it makes after that answer are seen by the
+    check at the replication's end (``sandbox.ConfinedFactory.late_refusal``)."""
+
+    policy_needs = ("threads",)
+
+    def __init__(self, setting, target="."):
+        self.last = setting.T
+
+    def select(self, step):
+        if step.t == self.last:
+            import socket
+            import threading
+            hooks_off()
+            trying = threading.Event()
+
+            def keep_trying():
+                hooks_off()  # the hooks' state is per thread
+                trying.set()
+                while True:
+                    try:
+                        socket.socket()
+                    except OSError:
+                        pass
+
+            threading.Thread(target=keep_trying, daemon=True).start()
+            trying.wait()
+        major = argmax_playable(step, step.theta @ step.x)
+        return Choice(major, uniform_neighbour(step, major), False)
+
+
 # linux/seccomp.h: SECCOMP_IOW(2, __u64); on a listener an unknown id gives ENOENT, elsewhere ENOTTY
 NOTIF_ID_VALID = 0x40082102
 
