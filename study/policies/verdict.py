@@ -79,7 +79,11 @@ def channel_run(setting, name, seed, factory_bytes, needs, seconds, record, guar
     confined = ConfinedFactory(name, factory_bytes, needs=needs, trust=True, seconds=seconds, global_seed=global_seed)
     policy = (lambda s: ChannelGuard(confined(s), record, None, burn_in)) if guarded else confined
     try:
-        return run_replication(setting, name, seed, policy=policy, **overrides)
+        result = run_replication(setting, name, seed, policy=policy, **overrides)
+        late = confined.late_refusal()  # a declared thread's call after the last answer
+        if late is not None and guarded:
+            record.note("no_forbidden_calls", late.partition(" (the confined process")[0])
+        return result
     finally:
         confined.close()
 

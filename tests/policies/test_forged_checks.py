@@ -151,3 +151,19 @@ def test_a_forged_report_on_the_suites_channel_is_not_the_verdict():
 def test_the_checks_are_split_between_judged_and_self_reported():
     assert sorted(JUDGED + SELF_REPORTED) == sorted(CHECKS) and not set(JUDGED) & set(SELF_REPORTED)
     assert study.check_policy("RB").self_reported == ()  # a built-in: the whole suite ran in this process
+
+
+def test_a_refusal_after_the_last_answer_fails_no_forbidden_calls_here(monkeypatch):
+    """What the listener holds when a run is done (a declared thread's call after the policy's last
+    answer: ConfinedFactory.late_refusal, tested in tests/runner/test_confinement.py) fails
+    no_forbidden_calls: here every run reports one, for a policy that passes the rest."""
+    from study.policies import sandbox
+    from test_check_policy import Greedy
+
+    late = ("PolicyRefused: the kernel refused socket after the policy's last answer (a thread or process of its "
+            "own still ran); its result is not stored (the confined process of policy 'greedy')")
+    monkeypatch.setattr(sandbox.ConfinedFactory, "late_refusal", lambda self: late)
+    report = study.check_policy(Greedy, raise_on_failure=False)
+    assert report.failed == ["no_forbidden_calls"], str(report)
+    assert report["no_forbidden_calls"].detail.startswith("PolicyRefused: the kernel refused socket after the policy's "
+                                                          "last answer (a thread or process of its own still ran)")
