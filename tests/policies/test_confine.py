@@ -224,3 +224,18 @@ def test_settle_puts_a_refusal_still_waiting_on_record(tmp_path):
         except ProcessLookupError:
             pass
         os.waitpid(pid, 0)
+
+
+def test_the_listener_requests_are_linux_generic_iowr_of_the_structs_read_and_written():
+    """The two ``ioctl`` request numbers are _IOWR('!', nr, struct) in Linux's generic encoding
+    (direction << 30 | size << 16 | type << 8 | nr) for the structs the watch packs: so on every
+    architecture of ``ARCHITECTURES`` (generic encoding, 64-bit seccomp_data) they hold, not on x86-64
+    alone; struct seccomp_notif is 80 bytes, seccomp_notif_resp 24 (linux/seccomp.h)."""
+    from study.policies import refusals
+
+    def iowr(nr, size):
+        return (3 << 30) | (size << 16) | (ord("!") << 8) | nr
+
+    assert refusals._NOTIFICATION.size == 80 and refusals._RESPONSE.size == 24
+    assert refusals._RECV == iowr(0, refusals._NOTIFICATION.size)
+    assert refusals._SEND == iowr(1, refusals._RESPONSE.size)
