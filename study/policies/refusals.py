@@ -70,10 +70,10 @@ class RefusalWatch:
                     self._closed = True
 
     def settle(self) -> None:
-        """Put on record a refusal the kernel holds for the thread still (made, not yet received):
-        called at the end of a replication, before its process is ended (which would withdraw it).
-        The thread receives and records under the same lock, so after this every call the
-        policy's processes made before it is in ``refused``: one waiting is answered here."""
+        """Put on record a refusal still waiting in the kernel (made, not yet received by the
+        thread): called at the end of a replication, before its process is ended (which would
+        withdraw it).  The thread receives and records under the same lock, so after this ``refused``
+        holds a call if the policy's processes made one before it: one waiting is answered here."""
         with self._lock:
             if self._closed:  # the thread saw every process under the filter end
                 return

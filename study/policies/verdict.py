@@ -80,8 +80,7 @@ def channel_run(setting, name, seed, factory_bytes, needs, seconds, record, guar
     policy = (lambda s: ChannelGuard(confined(s), record, None, burn_in)) if guarded else confined
     try:
         result = run_replication(setting, name, seed, policy=policy, **overrides)
-        late = confined.late_refusal()  # a declared thread's call after the last answer
-        if late is not None and guarded:
+        if guarded and (late := confined.late_refusal()) is not None:  # a declared thread's, after the last answer
             record.note("no_forbidden_calls", late.partition(" (the confined process")[0])
         return result
     finally:
