@@ -9,6 +9,7 @@ import os
 import pickle
 import struct
 import sys
+import time
 
 from study import Choice
 from study.policies import argmax_playable, random_edge, uniform_neighbour
@@ -234,13 +235,14 @@ class CatchesWhenBuilt(CatchesRefusals):
 
 class RefusesAfterItsLastAnswer:
     """Declares threads; at its last step starts one that keeps trying sockets, catching each
-    refusal, while the step's answer goes back: the calls it makes after that answer are seen by the
-    check at the replication's end (``sandbox.ConfinedFactory.late_refusal``)."""
+    refusal, and answers ``lead`` seconds later: the calls it makes after that answer are seen by the
+    check at the replication's end (``sandbox.ConfinedFactory.late_refusal``), those before by the
+    check at the answer."""
 
     policy_needs = ("threads",)
 
-    def __init__(self, setting, target="."):
-        self.last = setting.T
+    def __init__(self, setting, target=".", lead=0.0):
+        self.last, self.lead = setting.T, lead
 
     def select(self, step):
         if step.t == self.last:
@@ -260,6 +262,7 @@ class RefusesAfterItsLastAnswer:
 
             threading.Thread(target=keep_trying, daemon=True).start()
             trying.wait()
+            time.sleep(self.lead)
         major = argmax_playable(step, step.theta @ step.x)
         return Choice(major, uniform_neighbour(step, major), False)
 
