@@ -64,26 +64,19 @@ class RefusalWatch:
     def stop(self) -> None:
         self._stopping.set()
         if not self._started:
-            with self._lock:
-                if not self._closed:
-                    os.close(self.fd)
-                    self._closed = True
+            self._close()
 
     def settle(self) -> None:
         """Put on record a refusal still waiting in the kernel (made, not yet received by the
         thread): called at the end of a replication, before its process is ended (which would
         withdraw it).  The thread receives and records under the same lock, so after this ``refused``
         holds a call if the policy's processes made one before it: one waiting is answered here."""
-        with self._lock:
-            if self._closed:  # the thread saw every process under the filter end
-                return
-            poller = select.poll()
-            poller.register(self.fd, select.POLLIN)
-            try:
-                if any(mask & select.POLLIN for _, mask in poller.poll(0)):
-                    self._answer(bytearray(_NOTIFICATION.size))
-            except OSError as exc:
-                self._record(f"(the refusals' listener failed: {type(exc).__name__}: {exc})", 0)
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)  # polled only while the listener is open (_answer_waiting)
+        try:
+            self._answer_waiting(poller, bytearray(_NOTIFICATION.size))
+        except OSError as exc:
+            self._failed(exc)
 
     def join(self, timeout=None) -> None:
         self._thread.join(timeout)
@@ -99,17 +92,30 @@ class RefusalWatch:
                     continue
                 mask = events[0][1]
                 if mask & select.POLLIN:
-                    with self._lock:  # received and recorded as one, for settle (which may have taken it)
-                        if any(m & select.POLLIN for _, m in poller.poll(0)):
-                            self._answer(buffer)
+                    self._answer_waiting(poller, buffer)
                 elif mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
                     return  # every process under the filter has ended
         except BaseException as exc:  # noqa: BLE001 -- the replication must not go on unwatched
-            self._record(f"(the refusals' listener failed: {type(exc).__name__}: {exc})", 0)
+            self._failed(exc)
         finally:
-            with self._lock:
+            self._close()
+
+    def _answer_waiting(self, poller, buffer: bytearray) -> None:
+        """Answer a refusal that is waiting, received and recorded as one under the lock (the
+        thread's and :meth:`settle`'s: the other may have taken it, and receiving on an empty
+        listener would block)."""
+        with self._lock:
+            if not self._closed and any(mask & select.POLLIN for _, mask in poller.poll(0)):
+                self._answer(buffer)
+
+    def _close(self) -> None:
+        with self._lock:
+            if not self._closed:
                 os.close(self.fd)
                 self._closed = True
+
+    def _failed(self, exc: BaseException) -> None:
+        self._record(f"(the refusals' listener failed: {type(exc).__name__}: {exc})", 0)
 
     def _record(self, name: str, pid: int) -> None:
         if len(self.refused) < KEPT:

@@ -109,6 +109,34 @@ def test_a_link_to_the_outputs_in_the_working_directory_grants_nothing(tmp_path,
                    "sibling by a link above": "ok", "sibling": "ok"}
 
 
+def reporting_child(tmp_path, body):
+    """Fork a child confined with ``report``: it hands its filter's listener to this process over a
+    socket pair and closes its copy, then runs ``body(write, held)`` and exits (``write``: a pipe to
+    this process; ``held``: whether the probe found the listener among its descriptors before the
+    hand-over).  Returns the child's pid, the listener and the pipe's read end."""
+    from evilpol.kernel import listeners
+
+    from study.policies import refusals
+
+    ours, theirs = socket.socketpair()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            applied = confine.confine(str(tmp_path), report=True)
+            held = applied["listener"] in listeners()
+            socket.send_fds(theirs, [b"L"], [applied["listener"]])
+            os.close(applied["listener"])
+            theirs.close()
+            body(write, held)
+        finally:
+            os._exit(0)
+    os.close(write)
+    theirs.close()
+    return pid, refusals.receive(ours, 30), read
+
+
 @pytest.mark.skipif(not confine.status()["refusals_reported"], reason="refusals are not reported on this machine")
 def test_the_listener_sees_each_refusal_the_child_catches_and_leaves_it(tmp_path):
     """A child confined with ``report`` hands its filter's listener over and keeps no copy (the
@@ -121,30 +149,18 @@ def test_the_listener_sees_each_refusal_the_child_catches_and_leaves_it(tmp_path
 
     from study.policies import refusals
 
-    ours, theirs = socket.socketpair()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            applied = confine.confine(str(tmp_path), report=True)
-            before = listeners()
-            socket.send_fds(theirs, [b"L"], [applied["listener"]])
-            os.close(applied["listener"])
-            theirs.close()
-            after = listeners()
-            caught = []
-            for _ in range(2):
-                try:
-                    socket.socket()
-                except OSError as exc:
-                    caught.append(exc.errno)
-            os.write(write, repr((applied["listener"] in before, after, caught)).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    theirs.close()
-    watch = refusals.RefusalWatch(refusals.receive(ours, 30), "probe")
+    def body(write, held):
+        after = listeners()
+        caught = []
+        for _ in range(2):
+            try:
+                socket.socket()
+            except OSError as exc:
+                caught.append(exc.errno)
+        os.write(write, repr((held, after, caught)).encode())
+
+    pid, listener, read = reporting_child(tmp_path, body)
+    watch = refusals.RefusalWatch(listener, "probe")
     data = b""
     while chunk := os.read(read, 4096):
         data += chunk
@@ -184,26 +200,16 @@ def test_settle_puts_a_refusal_still_waiting_on_record(tmp_path):
 
     from study.policies import refusals
 
-    ours, theirs = socket.socketpair()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
+    def body(write, held):
         try:
-            applied = confine.confine(str(tmp_path), report=True)
-            socket.send_fds(theirs, [b"L"], [applied["listener"]])
-            os.close(applied["listener"])
-            try:
-                socket.socket()
-                os.write(write, b"not refused")
-            except OSError as exc:
-                os.write(write, str(exc.errno).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    theirs.close()
+            socket.socket()
+            os.write(write, b"not refused")
+        except OSError as exc:
+            os.write(write, str(exc.errno).encode())
+
+    pid, listener, read = reporting_child(tmp_path, body)
     try:
-        watch = refusals.RefusalWatch(refusals.receive(ours, 30), "probe", start=False)
+        watch = refusals.RefusalWatch(listener, "probe", start=False)
         poller = select.poll()
         poller.register(watch.fd, select.POLLIN)
         deadline = time.monotonic() + 30

@@ -233,7 +233,7 @@ class CatchesWhenBuilt(CatchesRefusals):
         self.attack(None)
 
 
-class RefusesAfterItsLastAnswer:
+class RefusesAfterItsLastAnswer(_Attack):
     """Declares threads; at its last step starts one that keeps trying sockets, catching each
     refusal, and answers ``lead`` seconds later: the calls it makes after that answer are seen by the
     check at the replication's end (``sandbox.ConfinedFactory.late_refusal``), those before by the
@@ -242,29 +242,26 @@ class RefusesAfterItsLastAnswer:
     policy_needs = ("threads",)
 
     def __init__(self, setting, target=".", lead=0.0):
-        self.last, self.lead = setting.T, lead
+        super().__init__(setting, target)
+        self.at, self.lead = setting.T, lead
 
-    def select(self, step):
-        if step.t == self.last:
-            import socket
-            import threading
-            hooks_off()
-            trying = threading.Event()
+    def attack(self, step):
+        import socket
+        import threading
+        trying = threading.Event()
 
-            def keep_trying():
-                hooks_off()  # the hooks' state is per thread
-                trying.set()
-                while True:
-                    try:
-                        socket.socket()
-                    except OSError:
-                        pass
+        def keep_trying():
+            hooks_off()  # the hooks' state is per thread
+            trying.set()
+            while True:
+                try:
+                    socket.socket()
+                except OSError:
+                    pass
 
-            threading.Thread(target=keep_trying, daemon=True).start()
-            trying.wait()
-            time.sleep(self.lead)
-        major = argmax_playable(step, step.theta @ step.x)
-        return Choice(major, uniform_neighbour(step, major), False)
+        threading.Thread(target=keep_trying, daemon=True).start()
+        trying.wait()
+        time.sleep(self.lead)
 
 
 # linux/seccomp.h: SECCOMP_IOW(2, __u64); on a listener an unknown id gives ENOENT, elsewhere ENOTTY
